@@ -1,0 +1,104 @@
+// cc1d_types.cuh — scalar types and conversions for the kernels in kernels_src/.
+//
+// Self-contained on purpose: NVRTC compiles this with no toolkit headers (no cuda_fp16.h,
+// no <cstdint>), and the host compiler compiles it for the emulator. 16-bit floats are
+// plain structs holding the bits; conversions use bit operations (bf16, any SM) or a PTX
+// cvt (fp16, sm_53+), so bf16 works on sm_75 too.
+#pragma once
+
+#ifndef CC1D_HD
+#define CC1D_HD __device__ __forceinline__
+#endif
+
+namespace cc1d {
+
+struct half_t { unsigned short bits; };
+struct bf16_t { unsigned short bits; };
+
+union F32Bits { float f; unsigned int u; };
+
+CC1D_HD float bits_to_float(unsigned int u) { F32Bits v; v.u = u; return v.f; }
+CC1D_HD unsigned int float_to_bits(float f) { F32Bits v; v.f = f; return v.u; }
+
+// Software fp16 -> fp32 (used where PTX is unavailable: the emulator).
+CC1D_HD float half_bits_to_float(unsigned short h) {
+  unsigned int sign = (unsigned int)(h & 0x8000u) << 16;
+  unsigned int exp = (h >> 10) & 0x1fu;
+  unsigned int man = h & 0x3ffu;
+  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (man << 13));  // inf / nan
+  if (exp == 0) {
+    if (man == 0) return bits_to_float(sign);
+    // subnormal: value = man * 2^-24
+    float v = (float)man * 5.9604644775390625e-08f;
+    return sign ? -v : v;
+  }
+  return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// Software fp32 -> fp16, round to nearest even, with overflow to inf and subnormals.
+CC1D_HD unsigned short float_to_half_bits(float f) {
+  unsigned int u = float_to_bits(f);
+  unsigned int sign = (u >> 16) & 0x8000u;
+  unsigned int exp = (u >> 23) & 0xffu;
+  unsigned int man = u & 0x7fffffu;
+  if (exp == 0xffu) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u : 0u));
+  int e = (int)exp - 127 + 15;
+  if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (unsigned short)sign;
+    man |= 0x800000u;
+    unsigned int shift = (unsigned int)(14 - e);
+    unsigned int half_man = man >> shift;
+    unsigned int rem = man & ((1u << shift) - 1u);
+    unsigned int halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (half_man & 1u))) ++half_man;
+    return (unsigned short)(sign | half_man);
+  }
+  unsigned int out = sign | ((unsigned int)e << 10) | (man >> 13);
+  unsigned int rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (out & 1u))) ++out;  // may carry into exp: correct
+  return (unsigned short)out;
+}
+
+CC1D_HD float bf16_bits_to_float(unsigned short b) { return bits_to_float((unsigned int)b << 16); }
+
+CC1D_HD unsigned short float_to_bf16_bits(float f) {
+  unsigned int u = float_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet nan
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return (unsigned short)(u >> 16);
+}
+
+CC1D_HD float to_float(float v) { return v; }
+CC1D_HD float to_float(bf16_t v) { return bf16_bits_to_float(v.bits); }
+CC1D_HD float to_float(half_t v) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+  return f;
+#else
+  return half_bits_to_float(v.bits);
+#endif
+}
+
+template <typename T> struct FromFloat;
+template <> struct FromFloat<float> { static CC1D_HD float cvt(float f) { return f; } };
+template <> struct FromFloat<bf16_t> {
+  static CC1D_HD bf16_t cvt(float f) { bf16_t r; r.bits = float_to_bf16_bits(f); return r; }
+};
+template <> struct FromFloat<half_t> {
+  static CC1D_HD half_t cvt(float f) {
+    half_t r;
+#if defined(__CUDA_ARCH__)
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+#else
+    r.bits = float_to_half_bits(f);
+#endif
+    return r;
+  }
+};
+template <typename T> CC1D_HD T from_float(float f) { return FromFloat<T>::cvt(f); }
+
+CC1D_HD float silu(float z) { return z / (1.0f + expf(-z)); }
+
+}  // namespace cc1d
