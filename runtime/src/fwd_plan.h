@@ -2,6 +2,7 @@
 // launch geometry. Shared by the NVRTC and emulator backends so both run the same launch.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "../../kernels_src/fwd_params.h"
 #include "fwd_problem.h"

@@ -1,0 +1,151 @@
+// test_support.h — shared helpers for the C++ tests: host tensors in any dtype and layout,
+// fresh random data, NaN poisoning, and a float64 reference of the forward.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cc1d/cc1d.h"
+
+#define CC1D_HD inline
+#include "kernels_src/cc1d_types.cuh"
+
+namespace cc1d_test {
+
+inline size_t dtype_size(int dt) { return dt == CC1D_FLOAT32 || dt == CC1D_INT32 ? 4 : 2; }
+
+// A host tensor with owned storage, addressed through explicit strides.
+struct HostTensor {
+  std::vector<unsigned char> storage;
+  cc1d_tensor t{};
+  HostTensor() = default;
+  // dims/strides in elements; storage covers the largest offset.
+  HostTensor(int dtype, std::vector<int64_t> shape, std::vector<int64_t> strides) {
+    t.dtype = dtype;
+    t.device_type = CC1D_DEVICE_CPU;
+    t.ndim = static_cast<int32_t>(shape.size());
+    int64_t extent = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      t.shape[i] = shape[i];
+      t.strides[i] = strides[i];
+      if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
+    }
+    storage.assign(static_cast<size_t>(extent) * dtype_size(dtype), 0);
+    t.data = storage.data();
+  }
+  // Row-major contiguous.
+  static HostTensor contiguous(int dtype, std::vector<int64_t> shape) {
+    std::vector<int64_t> st(shape.size(), 1);
+    for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+    return HostTensor(dtype, shape, st);
+  }
+  int64_t off(std::initializer_list<int64_t> idx) const {
+    int64_t o = 0, i = 0;
+    for (int64_t v : idx) o += v * t.strides[i++];
+    return o;
+  }
+  double get(int64_t o) const {
+    switch (t.dtype) {
+      case CC1D_FLOAT16: return cc1d::to_float(reinterpret_cast<const cc1d::half_t*>(storage.data())[o]);
+      case CC1D_BFLOAT16: return cc1d::to_float(reinterpret_cast<const cc1d::bf16_t*>(storage.data())[o]);
+      case CC1D_INT32: return reinterpret_cast<const int32_t*>(storage.data())[o];
+      default: return reinterpret_cast<const float*>(storage.data())[o];
+    }
+  }
+  void set(int64_t o, double v) {
+    switch (t.dtype) {
+      case CC1D_FLOAT16: reinterpret_cast<cc1d::half_t*>(storage.data())[o] = cc1d::from_float<cc1d::half_t>((float)v); break;
+      case CC1D_BFLOAT16: reinterpret_cast<cc1d::bf16_t*>(storage.data())[o] = cc1d::from_float<cc1d::bf16_t>((float)v); break;
+      case CC1D_INT32: reinterpret_cast<int32_t*>(storage.data())[o] = static_cast<int32_t>(v); break;
+      default: reinterpret_cast<float*>(storage.data())[o] = (float)v;
+    }
+  }
+  // Fills every storage element (including gaps between strided elements).
+  void fill_all(double v) {
+    const int64_t n = static_cast<int64_t>(storage.size() / dtype_size(t.dtype));
+    for (int64_t i = 0; i < n; ++i) set(i, v);
+  }
+  void randomize(std::mt19937& rng, double scale = 1.0) {
+    std::normal_distribution<double> d(0.0, scale);
+    const int64_t n = static_cast<int64_t>(storage.size() / dtype_size(t.dtype));
+    for (int64_t i = 0; i < n; ++i) set(i, d(rng));
+  }
+};
+
+// Layouts of x: channel-first contiguous, channel-last (B, L, D) transposed, or a strided view
+// (every other channel of a wider tensor, time stride 1 with padding).
+enum class Layout { ChannelFirst, ChannelLast, View };
+
+inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layout) {
+  switch (layout) {
+    case Layout::ChannelLast: return HostTensor(dtype, {B, D, L}, {L * D, 1, D});
+    case Layout::View: return HostTensor(dtype, {B, D, L}, {2 * D * (L + 3), 2 * (L + 3), 1});
+    default: return HostTensor::contiguous(dtype, {B, D, L});
+  }
+}
+
+struct RefInputs {
+  const HostTensor* x = nullptr;
+  const HostTensor* w = nullptr;
+  const HostTensor* bias = nullptr;
+  const HostTensor* seq = nullptr;
+  const HostTensor* init = nullptr;
+  bool silu = false;
+};
+
+// float64 reference: out (B, D, L) and final states (B, D, W-1), row-major vectors.
+inline void reference_fwd(const RefInputs& in, std::vector<double>& out, std::vector<double>& fin) {
+  const int64_t B = in.x->t.shape[0], D = in.x->t.shape[1], L = in.x->t.shape[2];
+  const int W = static_cast<int>(in.w->t.shape[1]);
+  out.assign(B * D * L, 0.0);
+  fin.assign(B * D * (W - 1), 0.0);
+  auto xv = [&](int64_t b, int64_t c, int64_t s) -> double {
+    if (s >= 0) return in.x->get(in.x->off({b, c, s}));
+    if (!in.init) return 0.0;
+    return in.init->get(in.init->off({b, c, W - 1 + s}));
+  };
+  auto seg = [&](int64_t b, int64_t s) -> int64_t {
+    return static_cast<int64_t>(in.seq->get(in.seq->off({b, std::max<int64_t>(s, 0)})));
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < D; ++c) {
+      for (int64_t t = 0; t < L; ++t) {
+        double acc = in.bias ? in.bias->get(in.bias->off({c})) : 0.0;
+        const int64_t cur = in.seq ? seg(b, t) : 0;
+        for (int k = 0; k < W; ++k) {
+          const int64_t s = t - W + 1 + k;
+          if (in.seq && seg(b, s) != cur) continue;
+          acc += in.w->get(in.w->off({c, k})) * xv(b, c, s);
+        }
+        if (in.silu) acc = acc / (1.0 + std::exp(-acc));
+        if (in.seq && cur < 0) acc = 0.0;
+        out[(b * D + c) * L + t] = acc;
+      }
+      for (int j = 0; j < W - 1; ++j) fin[(b * D + c) * (W - 1) + j] = xv(b, c, L - (W - 1) + j);
+    }
+}
+
+// Relative tolerance of an output stored in dtype (fp32 accumulation inside).
+inline double tolerance(int dtype) {
+  return dtype == CC1D_FLOAT32 ? 2e-5 : dtype == CC1D_FLOAT16 ? 2e-3 : 1.6e-2;
+}
+
+// Compares every element; returns "" or a description of the first mismatch (NaN fails).
+inline std::string compare(const HostTensor& got, const std::vector<double>& want, double tol) {
+  const int64_t d0 = got.t.shape[0], d1 = got.t.shape[1], d2 = got.t.shape[2];
+  for (int64_t i = 0; i < d0; ++i)
+    for (int64_t j = 0; j < d1; ++j)
+      for (int64_t k = 0; k < d2; ++k) {
+        const double g = got.get(got.off({i, j, k}));
+        const double w = want[(i * d1 + j) * d2 + k];
+        if (!(std::fabs(g - w) <= tol * (1.0 + std::fabs(w))))
+          return "at (" + std::to_string(i) + ", " + std::to_string(j) + ", " + std::to_string(k) +
+                 "): got " + std::to_string(g) + ", want " + std::to_string(w);
+      }
+  return "";
+}
+
+}  // namespace cc1d_test
