@@ -1,0 +1,105 @@
+// bench_overhead — warm per-call host overhead of cc1d_causal_conv1d_fwd (goal: < 5 us).
+//
+// On a machine without a GPU this measures, on a tiny problem:
+//  1. the CPU backend: validation, dispatch and the (tiny) computation;
+//  2. the NVRTC backend with the launch stubbed: validation, dispatch, planning, the kernel
+//     lookup, context push/pop and a cuLaunchKernel that returns at once (the counting fake
+//     driver, loaded through CAUSAL_CONV1D_CUDA_DRIVER exactly like libcuda.so.1);
+//  3. plan_fwd alone, the part of (2) that builds the launch.
+// With a GPU, run it with CAUSAL_CONV1D_CUDA_DRIVER unset and --real to time real launches.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cc1d/cc1d.h"
+#include "runtime/src/fwd_plan.h"
+#include "runtime/src/fwd_problem.h"
+
+namespace {
+
+struct Tensor {
+  std::vector<float> data;
+  cc1d_tensor t{};
+  Tensor(int device, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    data.assign((size_t)n, 0.5f);
+    t.data = data.data();
+    t.dtype = CC1D_FLOAT32;
+    t.device_type = device;
+    t.ndim = (int32_t)shape.size();
+    int64_t stride = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      t.shape[i] = shape[i];
+      t.strides[i] = stride;
+      stride *= shape[i];
+    }
+  }
+};
+
+// Median over `rounds` of the mean per-call time of `iters` calls, in microseconds.
+template <typename F>
+double time_us(F&& f, int iters = 20000, int rounds = 7) {
+  for (int i = 0; i < 1000; ++i) f();  // warm: compile, caches, branch predictors
+  std::vector<double> r;
+  for (int k = 0; k < rounds; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    r.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters);
+  }
+  std::sort(r.begin(), r.end());
+  return r[r.size() / 2];
+}
+
+double run_backend(int backend, int device, void* stream) {
+  Tensor x(device, {1, 8, 16}), w(device, {8, 4}), b(device, {8}), out(device, {1, 8, 16});
+  cc1d_fwd_args a{};
+  a.struct_size = sizeof a;
+  a.x = &x.t;
+  a.weight = &w.t;
+  a.bias = &b.t;
+  a.out = &out.t;
+  a.activation = CC1D_ACT_SILU;
+  a.backend = backend;
+  a.stream = stream;
+  if (cc1d_causal_conv1d_fwd(&a) != CC1D_OK) {
+    std::printf("  unavailable: %s\n", cc1d_last_error());
+    return -1;
+  }
+  return time_us([&] { cc1d_causal_conv1d_fwd(&a); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool real = argc > 1 && !std::strcmp(argv[1], "--real");
+#ifdef CC1D_BENCH_FAKE_DRIVER
+  if (!real) setenv("CAUSAL_CONV1D_CUDA_DRIVER", CC1D_BENCH_FAKE_DRIVER, 0);
+#endif
+  setenv("CAUSAL_CONV1D_NUM_THREADS", "1", 0);
+  std::printf("warm per-call host overhead, tiny problem (1, 8, 16), width 4, fp32, silu\n");
+  const double cpu = run_backend(CC1D_BACKEND_CPU, CC1D_DEVICE_CPU, nullptr);
+  std::printf("  cpu backend (dispatch + tiny compute):            %6.2f us\n", cpu);
+  const double nv = run_backend(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, nullptr);
+  if (nv >= 0)
+    std::printf("  nvrtc backend, %s: %6.2f us\n",
+                real ? "real launch (async)             " : "launch stubbed (fake driver)    ", nv);
+
+  cc1d::FwdProblem pr;
+  pr.batch = 1; pr.dim = 8; pr.seqlen = 16; pr.width = 4; pr.silu = true;
+  pr.device_type = CC1D_DEVICE_CUDA;
+  float dummy[1];
+  for (cc1d::TensorRef* t : {&pr.x, &pr.weight, &pr.out}) t->data = dummy;
+  pr.x.strides[0] = 128; pr.x.strides[1] = 16; pr.x.strides[2] = 1;
+  pr.out.strides[0] = 128; pr.out.strides[1] = 16; pr.out.strides[2] = 1;
+  pr.weight.strides[0] = 4; pr.weight.strides[1] = 1;
+  volatile unsigned sink = 0;
+  const double plan = time_us([&] { sink = sink + cc1d::plan_fwd(pr).grid; });
+  std::printf("  plan_fwd alone (params + kernel name):            %6.2f us\n", plan);
+  const bool ok = (cpu >= 0 && cpu < 5.0) && (nv < 0 || nv < 5.0);
+  std::printf("goal < 5 us per call: %s\n", ok ? "met" : "NOT met");
+  return 0;
+}

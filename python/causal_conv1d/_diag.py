@@ -1,0 +1,98 @@
+"""Diagnostics shared by the package: the logger, strict mode and once-per-process warnings.
+
+A fallback from one backend to another is never silent: it is reported with one
+``CausalConv1dWarning`` per process and reason (whatever the ``warnings`` filters say about
+repeats), or turned into an error when ``CAUSAL_CONV1D_STRICT=1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from typing import Optional
+import warnings
+
+logger = logging.getLogger("causal_conv1d")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class CausalConv1dWarning(UserWarning):
+    """A backend fallback, or a library that could not be loaded."""
+
+
+class StrictModeError(RuntimeError):
+    """Raised instead of a fallback warning when CAUSAL_CONV1D_STRICT=1."""
+
+
+def strict_mode() -> bool:
+    """Whether CAUSAL_CONV1D_STRICT asks for fallbacks to be errors (read at every call)."""
+    value = os.environ.get("CAUSAL_CONV1D_STRICT", "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value not in _FALSE:
+        warn_once(("strict-value", value), f"causal_conv1d: CAUSAL_CONV1D_STRICT={value!r} is not one of "
+                                           f"1/0/true/false/yes/no/on/off; treating it as 1 (strict)")
+        return True
+    return False
+
+
+_warned_lock = threading.Lock()
+_warned: set = set()
+
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel() -> int:
+    """stacklevel (for a warnings.warn in warn_once) of the first frame outside this package,
+    torch and importlib: the user's call or import line."""
+    skip = [_PKG_DIR + os.sep]
+    try:
+        import torch
+
+        skip.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    except Exception:  # pragma: no cover
+        pass
+    frame = sys._getframe(1)  # warn_once
+    level = 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        internal = "importlib" in name and "_bootstrap" in name  # warnings.warn skips these itself
+        if not internal and not any(name.startswith(p) for p in skip):
+            return level
+        frame = frame.f_back
+        if not internal:
+            level += 1
+    return 1
+
+
+def warn_once(key, message: str, stacklevel: Optional[int] = None) -> bool:
+    """Emits `message` as a CausalConv1dWarning the first time `key` is seen in this process,
+    attributed to the user's frame (or `stacklevel` frames above the caller when given).
+
+    Returns True when the warning was emitted now."""
+    with _warned_lock:
+        if key in _warned:
+            logger.debug("(repeated, not re-emitted) %s", message)
+            return False
+        _warned.add(key)
+    # The user's warnings filters still apply (e.g. "error" or "ignore" for this category).
+    logger.debug("warning: %s", message)
+    level = _user_stacklevel() if stacklevel is None else stacklevel + 1
+    warnings.warn(message, CausalConv1dWarning, stacklevel=level)
+    return True
+
+
+def already_warned(key) -> bool:
+    with _warned_lock:
+        return key in _warned
+
+
+def _reset_warnings() -> None:
+    """Testing aid: forget which warnings were emitted."""
+    with _warned_lock:
+        _warned.clear()

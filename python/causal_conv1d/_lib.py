@@ -1,0 +1,400 @@
+"""ctypes binding of libcc1d, the C runtime (runtime/include/cc1d/cc1d.h, ABI version 1).
+
+Nothing here links libtorch: tensors are described to the library by data pointer, dtype,
+device, shape and strides (in elements), and CUDA work is queued on the caller's stream.
+
+The library is looked up, in order:
+  1. CAUSAL_CONV1D_LIBRARY (a path to the .so) when set, and only there;
+  2. causal_conv1d/lib/libcc1d.so next to this file (what `pip install .` puts there),
+     then libcc1d.so.<N> in the same folder.
+Loading never raises: `load()` returns the Library or None and records the reason in
+`load_error()`; the package decides whether that is a warning or (strict mode) an error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ._diag import logger
+
+ABI_VERSION = 1
+MAX_RANK = 4
+MAX_WIDTH = 8
+
+# cc1d_status
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_INVALID_TYPE = 2
+ERR_NULL_POINTER = 3
+ERR_UNSUPPORTED = 4
+ERR_BACKEND_UNAVAILABLE = 5
+ERR_COMPILE = 6
+ERR_CUDA = 7
+ERR_BUFFER_TOO_SMALL = 8
+ERR_INTERNAL = 9
+STATUS_NAMES = {
+    OK: "CC1D_OK",
+    ERR_INVALID_ARGUMENT: "CC1D_ERR_INVALID_ARGUMENT",
+    ERR_INVALID_TYPE: "CC1D_ERR_INVALID_TYPE",
+    ERR_NULL_POINTER: "CC1D_ERR_NULL_POINTER",
+    ERR_UNSUPPORTED: "CC1D_ERR_UNSUPPORTED",
+    ERR_BACKEND_UNAVAILABLE: "CC1D_ERR_BACKEND_UNAVAILABLE",
+    ERR_COMPILE: "CC1D_ERR_COMPILE",
+    ERR_CUDA: "CC1D_ERR_CUDA",
+    ERR_BUFFER_TOO_SMALL: "CC1D_ERR_BUFFER_TOO_SMALL",
+    ERR_INTERNAL: "CC1D_ERR_INTERNAL",
+}
+
+# cc1d_dtype
+FLOAT32 = 0
+FLOAT16 = 1
+BFLOAT16 = 2
+INT32 = 3
+
+# cc1d_device_type
+DEVICE_CPU = 0
+DEVICE_CUDA = 1
+
+# cc1d_backend
+BACKEND_AUTO = 0
+BACKEND_CPU = 1
+BACKEND_NVRTC = 2
+BACKEND_EMULATE = 3
+BACKEND_IDS = {"auto": BACKEND_AUTO, "cpu": BACKEND_CPU, "nvrtc": BACKEND_NVRTC, "emulate": BACKEND_EMULATE}
+
+# cc1d_activation
+ACT_NONE = 0
+ACT_SILU = 1
+
+
+class CTensor(ctypes.Structure):
+    """struct cc1d_tensor."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("device_type", ctypes.c_int32),
+        ("device_index", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_RANK),
+        ("strides", ctypes.c_int64 * MAX_RANK),
+    ]
+
+
+class CFwdArgs(ctypes.Structure):
+    """struct cc1d_fwd_args."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("x", ctypes.POINTER(CTensor)),
+        ("weight", ctypes.POINTER(CTensor)),
+        ("bias", ctypes.POINTER(CTensor)),
+        ("seq_idx", ctypes.POINTER(CTensor)),
+        ("initial_states", ctypes.POINTER(CTensor)),
+        ("out", ctypes.POINTER(CTensor)),
+        ("final_states", ctypes.POINTER(CTensor)),
+        ("activation", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+# ---- exceptions ---------------------------------------------------------------------------
+
+
+class LibraryError(Exception):
+    """A failing libcc1d call. `status` is the cc1d_status, the text is cc1d_last_error()."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.status_name = STATUS_NAMES.get(status, f"status {status}")
+
+
+class LibraryValueError(LibraryError, ValueError):
+    """CC1D_ERR_INVALID_ARGUMENT."""
+
+
+class LibraryTypeError(LibraryError, TypeError):
+    """CC1D_ERR_INVALID_TYPE."""
+
+
+class LibraryRuntimeError(LibraryError, RuntimeError):
+    """Every other status."""
+
+
+class BackendUnavailableError(RuntimeError):
+    """A backend cannot run here (CC1D_ERR_BACKEND_UNAVAILABLE, or the library is missing)."""
+
+    def __init__(self, message: str, status: Optional[int] = None):
+        super().__init__(message)
+        self.status = status
+
+
+class LibraryLoadError(ImportError, RuntimeError):
+    """libcc1d could not be loaded and CAUSAL_CONV1D_STRICT=1 forbids serving without it."""
+
+
+def error_for_status(status: int, message: str) -> LibraryError:
+    if status == ERR_INVALID_ARGUMENT:
+        return LibraryValueError(status, message)
+    if status == ERR_INVALID_TYPE:
+        return LibraryTypeError(status, message)
+    return LibraryRuntimeError(status, message)
+
+
+# ---- tensors -> structs ---------------------------------------------------------------------
+
+
+def _torch_dtype_codes():
+    import torch
+
+    return {torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.int32: INT32}
+
+
+_DTYPE_CODES = None
+
+
+def dtype_code(dtype) -> int:
+    global _DTYPE_CODES
+    if _DTYPE_CODES is None:
+        _DTYPE_CODES = _torch_dtype_codes()
+    try:
+        return _DTYPE_CODES[dtype]
+    except KeyError:
+        raise TypeError(f"libcc1d has no element type for {dtype}; expected float32, float16, "
+                        f"bfloat16 (or int32 for seq_idx)") from None
+
+
+def device_codes(device) -> tuple:
+    if device.type == "cpu":
+        return DEVICE_CPU, 0
+    if device.type == "cuda":
+        return DEVICE_CUDA, 0 if device.index is None else int(device.index)
+    raise ValueError(f"libcc1d serves cpu and cuda tensors; got a tensor on {device}")
+
+
+def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = None,
+                  shape: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None,
+                  data: Optional[int] = None) -> CTensor:
+    """Describes torch tensor `t` as a cc1d_tensor. Keyword overrides exist for ABI tests."""
+    s = CTensor()
+    shape = tuple(t.shape) if shape is None else tuple(shape)
+    strides = tuple(t.stride()) if strides is None else tuple(strides)
+    if len(shape) > MAX_RANK or len(strides) != len(shape):
+        raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK} with one stride per dim; got shape "
+                         f"{shape} and strides {strides}")
+    ptr = t.data_ptr() if data is None else data
+    s.data = ptr if ptr else None
+    s.dtype = dtype_code(t.dtype) if dtype is None else dtype
+    s.device_type, s.device_index = device_codes(t.device) if device is None else device
+    s.ndim = len(shape)
+    for i, (n, st) in enumerate(zip(shape, strides)):
+        s.shape[i] = n
+        s.strides[i] = st
+    return s
+
+
+def _ptr(s: Optional[CTensor]):
+    return ctypes.pointer(s) if s is not None else None
+
+
+# ---- the loaded library -------------------------------------------------------------------
+
+
+class Library:
+    """A loaded libcc1d with prototypes set, and thin wrappers that raise on failure."""
+
+    def __init__(self, path: str, cdll: ctypes.CDLL):
+        self.path = path
+        self._dll = cdll
+        d = cdll
+        d.cc1d_abi_version.restype = ctypes.c_uint32
+        d.cc1d_abi_version.argtypes = []
+        d.cc1d_version.restype = ctypes.c_char_p
+        d.cc1d_version.argtypes = []
+        d.cc1d_last_error.restype = ctypes.c_char_p
+        d.cc1d_last_error.argtypes = []
+        d.cc1d_causal_conv1d_fwd.restype = ctypes.c_int
+        d.cc1d_causal_conv1d_fwd.argtypes = [ctypes.POINTER(CFwdArgs)]
+        d.cc1d_set_torch_info.restype = ctypes.c_int
+        d.cc1d_set_torch_info.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
+        d.cc1d_report.restype = ctypes.c_int
+        d.cc1d_report.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+        d.cc1d_backend_available.restype = ctypes.c_int
+        d.cc1d_backend_available.argtypes = [ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
+        self.abi_version = int(d.cc1d_abi_version())
+        self.version = (d.cc1d_version() or b"").decode("utf-8", "replace")
+
+    # raw access, for tests of the ABI itself
+    @property
+    def dll(self) -> ctypes.CDLL:
+        return self._dll
+
+    def last_error(self) -> str:
+        msg = self._dll.cc1d_last_error()
+        return (msg or b"").decode("utf-8", "replace")
+
+    def raise_for(self, status: int, what: str) -> None:
+        if status == OK:
+            return
+        text = self.last_error() or f"(libcc1d gave no message for {what})"
+        raise error_for_status(status, f"{text} [{STATUS_NAMES.get(status, status)} from {what}]")
+
+    def fwd_status(self, args: CFwdArgs) -> int:
+        """Calls cc1d_causal_conv1d_fwd and returns the raw status (the GIL is released)."""
+        return int(self._dll.cc1d_causal_conv1d_fwd(ctypes.byref(args)))
+
+    def fwd(self, x, weight, bias, seq_idx, initial_states, out, final_states, *, silu: bool,
+            backend: int, stream: Optional[int] = None) -> None:
+        """Runs the forward on torch tensors (no validation here; the library validates)."""
+        structs = [None if t is None else tensor_struct(t)
+                   for t in (x, weight, bias, seq_idx, initial_states, out, final_states)]
+        args = CFwdArgs()
+        args.struct_size = ctypes.sizeof(CFwdArgs)
+        (args.x, args.weight, args.bias, args.seq_idx, args.initial_states, args.out,
+         args.final_states) = [_ptr(s) for s in structs]
+        args.activation = ACT_SILU if silu else ACT_NONE
+        args.backend = backend
+        args.stream = stream or None
+        status = self.fwd_status(args)
+        self.raise_for(status, "cc1d_causal_conv1d_fwd")
+
+    def backend_available(self, backend: int, device_type: int, device_index: int) -> tuple:
+        """(True, "") or (False, reason). Other failures raise."""
+        status = int(self._dll.cc1d_backend_available(backend, device_type, device_index))
+        if status == OK:
+            return True, ""
+        if status == ERR_BACKEND_UNAVAILABLE:
+            return False, self.last_error() or "libcc1d gave no reason"
+        self.raise_for(status, "cc1d_backend_available")
+        return False, ""  # unreachable
+
+    def report_text(self) -> str:
+        needed = ctypes.c_size_t(0)
+        status = int(self._dll.cc1d_report(None, 0, ctypes.byref(needed)))
+        for _ in range(4):
+            if status == OK:
+                break
+            if status != ERR_BUFFER_TOO_SMALL:
+                self.raise_for(status, "cc1d_report")
+            size = max(int(needed.value), 1)
+            buf = ctypes.create_string_buffer(size)
+            status = int(self._dll.cc1d_report(buf, size, ctypes.byref(needed)))
+            if status == OK:
+                return buf.value.decode("utf-8", "replace")
+        self.raise_for(status, "cc1d_report")
+        return ""
+
+    def report(self) -> dict:
+        text = self.report_text()
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            return {"unparsed_report": text, "json_error": str(e)}
+
+    def set_torch_info(self, torch_version: Optional[str], torch_cuda: Optional[str], cxx11_abi: int) -> None:
+        enc = (lambda s: None if s is None else str(s).encode("utf-8"))
+        status = int(self._dll.cc1d_set_torch_info(enc(torch_version), enc(torch_cuda), int(cxx11_abi)))
+        self.raise_for(status, "cc1d_set_torch_info")
+
+
+_lock = threading.Lock()
+_loaded = False
+_library: Optional[Library] = None
+_load_error: Optional[str] = None
+_tried: list = []
+
+
+def package_lib_dir() -> Path:
+    return Path(__file__).resolve().parent / "lib"
+
+
+def candidate_paths() -> list:
+    env = os.environ.get("CAUSAL_CONV1D_LIBRARY", "").strip()
+    if env:
+        return [env]
+    d = package_lib_dir()
+    paths = [d / "libcc1d.so"]
+    # A versioned file (libcc1d.so.0, libcc1d.so.0.1.0) when the unversioned name is absent.
+    paths += [Path(p) for p in sorted(glob.glob(str(d / "libcc1d.so.*")), key=len)]
+    return [str(p) for p in paths]
+
+
+def _torch_facts() -> tuple:
+    import torch
+
+    abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+    return str(torch.__version__), getattr(torch.version, "cuda", None), (-1 if abi is None else int(abi))
+
+
+def _try_load() -> tuple:
+    paths = candidate_paths()
+    errors = []
+    from_env = bool(os.environ.get("CAUSAL_CONV1D_LIBRARY", "").strip())
+    for path in paths:
+        if not from_env and not os.path.exists(path):
+            errors.append(f"{path}: no such file")
+            continue
+        try:
+            cdll = ctypes.CDLL(path)
+        except OSError as e:  # dlopen's text usually starts with the path already
+            errors.append(str(e) if str(e).startswith(path) else f"{path}: {e}")
+            continue
+        try:
+            lib = Library(path, cdll)
+        except AttributeError as e:  # a missing symbol: not our library, or a very old one
+            errors.append(f"{path}: not a usable libcc1d ({e})")
+            continue
+        if lib.abi_version != ABI_VERSION:
+            errors.append(f"{path}: cc1d_abi_version() is {lib.abi_version}, this package needs "
+                          f"{ABI_VERSION} (library {lib.version!r}); reinstall causal-conv1d so the "
+                          f"Python code and libcc1d come from the same build")
+            continue
+        try:
+            lib.set_torch_info(*_torch_facts())
+        except Exception as e:  # informative only; never a reason to refuse the library
+            logger.debug("cc1d_set_torch_info failed: %s", e)
+        return lib, None, paths
+    how = ("CAUSAL_CONV1D_LIBRARY is set, so only that path was tried; unset it or point it at a "
+           "built libcc1d.so" if from_env else
+           "reinstall the package (`pip install causal-conv1d` builds libcc1d with CMake), or set "
+           "CAUSAL_CONV1D_LIBRARY to the path of a built libcc1d.so")
+    return None, "could not load libcc1d: " + "; ".join(errors) + f". To fix: {how}.", paths
+
+
+def load() -> Optional[Library]:
+    """Loads libcc1d once per process; returns None (see load_error()) when it cannot."""
+    global _loaded, _library, _load_error, _tried
+    if _loaded:
+        return _library
+    with _lock:
+        if not _loaded:
+            _library, _load_error, _tried = _try_load()
+            _loaded = True
+            if _library is not None:
+                logger.debug("loaded libcc1d %s (ABI %d) from %s", _library.version,
+                             _library.abi_version, _library.path)
+            else:
+                logger.debug("%s", _load_error)
+    return _library
+
+
+def library() -> Optional[Library]:
+    return load()
+
+
+def load_error() -> Optional[str]:
+    load()
+    return _load_error
+
+
+def tried_paths() -> list:
+    load()
+    return list(_tried)

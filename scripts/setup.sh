@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the project needs and is missing, then (re)installs the Python package.
+# Idempotent and quiet when everything is present. Used by `make demo` and `make test`.
+#   CC1D_VENV  the virtual environment (default ~/.cache/causal-conv1d/venv, outside the clone
+#              so CI and later sessions reuse it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
+PY="${PYTHON:-python3}"
+
+# 1. System packages: compiler, CMake, Ninja, and the header-only spdlog/fmt and doctest.
+apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev python3-venv)
+missing=()
+for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# python3-venv only matters for the system python; a pyenv python has venv built in.
+if [ ${#missing[@]} -gt 0 ] && "$PY" -c "import venv, ensurepip" 2>/dev/null; then
+  missing=("${missing[@]/python3-venv}")
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | grep -v '^$' || true)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. The virtual environment with torch, numpy, pytest and the build backend.
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating the virtual environment $VENV"
+  "$PY" -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
+  echo "setup: installing torch, numpy, pytest, scikit-build-core into $VENV (first run: several minutes)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check torch numpy pytest scikit-build-core
+fi
+
+# 3. The package itself (incremental: scikit-build-core keeps its build dir in build/).
+echo "setup: installing causal_conv1d into $VENV"
+CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps . 

@@ -1,0 +1,83 @@
+# tests/cpp/emulator_tests.cmake — the emulator's and the fake driver's tests. Included by
+# tests/cpp/CMakeLists.txt (which defines cc1d_add_test). Every test here carries the labels
+# "emulator" and "asan", so the AddressSanitizer job (ctest -L asan) runs them too.
+set(CC1D_EMU_TEST_DIR ${cc1d_SOURCE_DIR}/tests/cpp)
+
+if(NOT CC1D_BUILD_EMULATOR)
+  message(STATUS "emulator tests: off (CC1D_BUILD_EMULATOR=OFF)")
+  return()
+endif()
+
+function(cc1d_emulator_labels)
+  set_tests_properties(${ARGN} PROPERTIES LABELS "emulator;asan")
+endfunction()
+
+# Emulator semantics with small host-compiled kernels, and the broken-barrier kernel.
+cc1d_add_test(test_emulator_core
+  SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_core.cpp ${CC1D_EMU_TEST_DIR}/test_emulator_broken.cpp
+          ${CC1D_EMU_TEST_DIR}/test_emulator_kernels.cpp ${CC1D_EMU_TEST_DIR}/broken_kernel.cpp
+  LIBS cc1d_static
+  ENVIRONMENT "CAUSAL_CONV1D_NUM_THREADS=4")
+cc1d_emulator_labels(test_emulator_core)
+
+# Every forward variant under the emulator, through the C ABI, in checking mode (cc1d_static
+# for the per-kernel launch counters).
+cc1d_add_test(test_emulator_fwd
+  SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_fwd.cpp
+  LIBS cc1d_static
+  ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1")
+cc1d_emulator_labels(test_emulator_fwd)
+
+# The backend's kernel table, lowered-name lookup, availability and report.
+cc1d_add_test(test_emulator_backend
+  SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_backend.cpp
+  LIBS cc1d_static
+  ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1")
+cc1d_emulator_labels(test_emulator_backend)
+
+# ---- the fake libcuda and the end-to-end tests of the real GPU path on it ------------------------
+include(${cc1d_SOURCE_DIR}/tests/fake_driver/fake_driver.cmake)
+
+# The fake driver's own behaviour, with synthetic images (no NVRTC needed).
+cc1d_add_test(test_fake_driver
+  SOURCES ${CC1D_EMU_TEST_DIR}/test_fake_driver.cpp
+  LIBS cc1d_static)
+target_compile_definitions(test_fake_driver PRIVATE CC1D_FAKE_DRIVER_PATH="${CC1D_FAKE_DRIVER_PATH}")
+add_dependencies(test_fake_driver cc1d_fake_cuda)
+set_tests_properties(test_fake_driver PROPERTIES ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1")
+cc1d_emulator_labels(test_fake_driver)
+
+# End-to-end: the real nvrtc backend of the shared libcc1d (C ABI only) on the fake driver.
+# Exits 77 — reported by ctest as skipped, never as passed — when this machine has no NVRTC.
+add_executable(test_fake_driver_e2e ${CC1D_EMU_TEST_DIR}/test_fake_driver_e2e.cpp
+               ${CC1D_EMU_TEST_DIR}/test_fake_driver_e2e_child.cpp)
+target_link_libraries(test_fake_driver_e2e PRIVATE doctest::doctest cc1d ${CMAKE_DL_LIBS})
+target_include_directories(test_fake_driver_e2e PRIVATE ${CC1D_EMU_TEST_DIR} ${cc1d_SOURCE_DIR}
+                           ${cc1d_SOURCE_DIR}/runtime/include)
+target_compile_definitions(test_fake_driver_e2e PRIVATE CC1D_FAKE_DRIVER_PATH="${CC1D_FAKE_DRIVER_PATH}")
+add_dependencies(test_fake_driver_e2e cc1d_fake_cuda)
+add_test(NAME test_fake_driver_e2e COMMAND test_fake_driver_e2e)
+set_tests_properties(test_fake_driver_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+cc1d_emulator_labels(test_fake_driver_e2e)
+
+# The fake driver with real NVRTC cubins and PTX (every lowered name of all 144 variants).
+# Exits 77 — skipped, never passed — without an NVRTC.
+add_executable(test_fake_driver_nvrtc ${CC1D_EMU_TEST_DIR}/test_fake_driver_nvrtc.cpp)
+target_link_libraries(test_fake_driver_nvrtc PRIVATE doctest::doctest cc1d_static)
+target_include_directories(test_fake_driver_nvrtc PRIVATE ${CC1D_EMU_TEST_DIR} ${cc1d_SOURCE_DIR})
+target_compile_definitions(test_fake_driver_nvrtc PRIVATE CC1D_FAKE_DRIVER_PATH="${CC1D_FAKE_DRIVER_PATH}")
+add_dependencies(test_fake_driver_nvrtc cc1d_fake_cuda)
+add_test(NAME test_fake_driver_nvrtc COMMAND test_fake_driver_nvrtc)
+set_tests_properties(test_fake_driver_nvrtc PROPERTIES SKIP_RETURN_CODE 77)
+cc1d_emulator_labels(test_fake_driver_nvrtc)
+
+# Only meaningful under AddressSanitizer: an overrun of shared or global memory by an emulated
+# thread must be reported (children are expected to die; the parent checks the report).
+if(CC1D_ASAN)
+  add_executable(test_emulator_asan ${CC1D_EMU_TEST_DIR}/test_emulator_asan.cpp
+                 ${CC1D_EMU_TEST_DIR}/test_emulator_kernels.cpp)
+  target_link_libraries(test_emulator_asan PRIVATE doctest::doctest cc1d_static)
+  target_include_directories(test_emulator_asan PRIVATE ${CC1D_EMU_TEST_DIR} ${cc1d_SOURCE_DIR})
+  add_test(NAME test_emulator_asan COMMAND test_emulator_asan)
+  cc1d_emulator_labels(test_emulator_asan)
+endif()

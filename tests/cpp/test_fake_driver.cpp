@@ -1,0 +1,391 @@
+// test_fake_driver.cpp — the fake libcuda itself, called directly through dlopen: devices and
+// versions from the environment, cuGetProcAddress, context rules, the image checks a real
+// driver makes (cubin SM, PTX ISA), lowered-name lookup, launches run by the emulator, the
+// fault switches and the counters. Kernel images are synthetic ELF/PTX here (no NVRTC needed);
+// test_fake_driver_e2e.cpp feeds it real NVRTC cubins through the real runtime.
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fwd_plan.h"
+#include "fwd_problem.h"
+#include "test_support.h"
+#include "tests/fake_driver/fake_cuda.h"
+
+using namespace cc1d_test;
+
+namespace {
+
+using Fn0 = int (*)();
+struct Api {
+  void* h = nullptr;
+  template <typename F>
+  F get(const char* name) {
+    void* p = dlsym(h, name);
+    REQUIRE_MESSAGE(p != nullptr, name);
+    return reinterpret_cast<F>(p);
+  }
+  int (*init)(unsigned);
+  int (*version)(int*);
+  int (*count)(int*);
+  int (*device)(int*, int);
+  int (*attr)(int*, int, int);
+  int (*name)(char*, int, int);
+  int (*retain)(void**, int);
+  int (*release)(int);
+  int (*push)(void*);
+  int (*pop)(void**);
+  int (*load)(void**, const void*);
+  int (*unload)(void*);
+  int (*function)(void**, void*, const char*);
+  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
+  int (*err_name)(int, const char**);
+  int (*proc_v2)(const char*, void**, int, uint64_t, int*);
+  int (*mem_alloc)(unsigned long long*, size_t);
+  int (*stream_sync)(void*);
+  void (*counters)(cc1d_fake_counters*);
+  void (*reset)();
+  int (*last_launch)(cc1d_fake_launch*);
+  const char* (*last_error)();
+  void (*reconfigure)();
+  Api() {
+    h = dlopen(CC1D_FAKE_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE_MESSAGE(h != nullptr, dlerror());
+    init = get<decltype(init)>("cuInit");
+    version = get<decltype(version)>("cuDriverGetVersion");
+    count = get<decltype(count)>("cuDeviceGetCount");
+    device = get<decltype(device)>("cuDeviceGet");
+    attr = get<decltype(attr)>("cuDeviceGetAttribute");
+    name = get<decltype(name)>("cuDeviceGetName");
+    retain = get<decltype(retain)>("cuDevicePrimaryCtxRetain");
+    release = get<decltype(release)>("cuDevicePrimaryCtxRelease_v2");
+    push = get<decltype(push)>("cuCtxPushCurrent_v2");
+    pop = get<decltype(pop)>("cuCtxPopCurrent_v2");
+    load = get<decltype(load)>("cuModuleLoadData");
+    unload = get<decltype(unload)>("cuModuleUnload");
+    function = get<decltype(function)>("cuModuleGetFunction");
+    launch = get<decltype(launch)>("cuLaunchKernel");
+    err_name = get<decltype(err_name)>("cuGetErrorName");
+    proc_v2 = get<decltype(proc_v2)>("cuGetProcAddress_v2");
+    mem_alloc = get<decltype(mem_alloc)>("cuMemAlloc_v2");
+    stream_sync = get<decltype(stream_sync)>("cuStreamSynchronize");
+    counters = get<decltype(counters)>("cc1d_fake_get_counters");
+    reset = get<decltype(reset)>("cc1d_fake_reset_counters");
+    last_launch = get<decltype(last_launch)>("cc1d_fake_last_launch");
+    last_error = get<decltype(last_error)>("cc1d_fake_last_error");
+    reconfigure = get<decltype(reconfigure)>("cc1d_fake_reconfigure");
+  }
+};
+
+Api& api() {
+  static Api a;
+  return a;
+}
+
+// Sets the fake's environment (unset: default) and re-reads it; cuInit must follow.
+void configure(const char* sm, const char* devices = nullptr, const char* version = nullptr,
+               const char* fault = nullptr) {
+  auto set = [](const char* k, const char* v) { v ? setenv(k, v, 1) : unsetenv(k); };
+  set("CC1D_FAKE_SM", sm);
+  set("CC1D_FAKE_DEVICE_COUNT", devices);
+  set("CC1D_FAKE_DRIVER_VERSION", version);
+  set("CC1D_FAKE_FAULT", fault);
+  unsetenv("CC1D_FAKE_SM_COUNT");
+  api().reconfigure();
+}
+
+void put(std::string& s, size_t at, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// A minimal CUDA ELF: header naming `sm` (ABI v8 layout, or v7 when abi == 7) and a string
+// table holding `symbols`, described by a section header table.
+std::string make_cubin(int sm, const std::vector<std::string>& symbols, int abi = 8) {
+  std::string strtab(1, '\0');
+  for (const std::string& s : symbols) strtab += s + std::string(1, '\0');
+  const size_t shoff = (64 + strtab.size() + 7) / 8 * 8;
+  std::string img(shoff + 2 * 64, '\0');
+  img.replace(0, 4, "\x7f" "ELF");
+  img[4] = 2;      // ELFCLASS64
+  img[5] = 1;      // little-endian
+  img[6] = 1;      // EV_CURRENT
+  img[7] = 0x33;   // ELFOSABI_CUDA
+  img[8] = static_cast<char>(abi);
+  put(img, 16, 2, 2);    // ET_EXEC
+  put(img, 18, 190, 2);  // EM_CUDA
+  put(img, 20, 1, 4);
+  put(img, 40, shoff, 8);
+  put(img, 48, abi >= 8 ? static_cast<uint64_t>(sm) << 8 : static_cast<uint64_t>(sm), 4);
+  put(img, 52, 64, 2);
+  put(img, 58, 64, 2);
+  put(img, 60, 2, 2);
+  put(img, 62, 1, 2);
+  img.replace(64, strtab.size(), strtab);
+  const size_t sh1 = shoff + 64;
+  put(img, sh1 + 4, 3, 4);  // SHT_STRTAB
+  put(img, sh1 + 24, 64, 8);
+  put(img, sh1 + 32, strtab.size(), 8);
+  return img;
+}
+
+const char* kLowered = "_ZN4cc1d24causal_conv1d_fwd_kernelIffLi4ELi0EEEvNS_9FwdParamsE";
+
+struct Session {  // cuInit + retained, current primary context of device 0
+  void* ctx = nullptr;
+  Session() {
+    REQUIRE(api().init(0) == 0);
+    REQUIRE(api().retain(&ctx, 0) == 0);
+    REQUIRE(api().push(ctx) == 0);
+  }
+  ~Session() {
+    void* popped = nullptr;
+    api().pop(&popped);
+    api().release(0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("devices, SM and driver version come from the environment") {
+  configure("86", "2", "12040");
+  setenv("CC1D_FAKE_SM_COUNT", "7", 1);
+  api().reconfigure();
+  int v = 0, n = 0, d = -1, major = 0, minor = 0, sms = 0;
+  CHECK(api().version(&v) == 0);  // works before cuInit, like the real driver
+  CHECK(v == 12040);
+  CHECK(api().count(&n) == FAKE_CUDA_ERROR_NOT_INITIALIZED);
+  REQUIRE(api().init(0) == 0);
+  CHECK(api().count(&n) == 0);
+  CHECK(n == 2);
+  CHECK(api().device(&d, 1) == 0);
+  CHECK(d == 1);
+  CHECK(api().device(&d, 2) == FAKE_CUDA_ERROR_INVALID_DEVICE);
+  CHECK(api().attr(&major, 75, 1) == 0);
+  CHECK(api().attr(&minor, 76, 1) == 0);
+  CHECK(api().attr(&sms, 16, 0) == 0);
+  CHECK(major * 10 + minor == 86);
+  CHECK(sms == 7);
+  char name[128];
+  CHECK(api().name(name, sizeof name, 0) == 0);
+  CHECK(std::string(name).find("sm_86") != std::string::npos);
+}
+
+TEST_CASE("cuGetProcAddress_v2 resolves the unversioned names the runtime asks for") {
+  configure("90");
+  void* p = nullptr;
+  int status = -1;
+  CHECK(api().proc_v2("cuCtxPushCurrent", &p, 12000, 0, &status) == 0);
+  CHECK(status == 0);
+  CHECK(p == dlsym(api().h, "cuCtxPushCurrent_v2"));
+  CHECK(api().proc_v2("cuLaunchKernel", &p, 12000, 0, &status) == 0);
+  CHECK(p == dlsym(api().h, "cuLaunchKernel"));
+  CHECK(api().proc_v2("cuMemAlloc_v2", &p, 12000, 0, &status) == FAKE_CUDA_ERROR_NOT_FOUND);
+  CHECK(status == 1);
+  CHECK(p == nullptr);
+  CHECK(api().proc_v2("cuNoSuchThing", &p, 12000, 0, &status) == FAKE_CUDA_ERROR_NOT_FOUND);
+}
+
+TEST_CASE("contexts: retained, pushed and popped like primary contexts") {
+  configure("90", "2");
+  REQUIRE(api().init(0) == 0);
+  void* ctx = nullptr;
+  void* module = nullptr;
+  const std::string img = make_cubin(90, {kLowered});
+  CHECK(api().load(&module, img.data()) == FAKE_CUDA_ERROR_INVALID_CONTEXT);  // none current
+  void* popped = nullptr;
+  CHECK(api().pop(&popped) == FAKE_CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(api().retain(&ctx, 1) == 0);
+  CHECK(api().push(ctx) == 0);
+  CHECK(api().pop(&popped) == 0);
+  CHECK(popped == ctx);
+  CHECK(api().release(1) == 0);
+  CHECK(api().push(ctx) == FAKE_CUDA_ERROR_INVALID_CONTEXT);  // released to 0: inactive
+  CHECK(api().release(1) == FAKE_CUDA_ERROR_INVALID_CONTEXT);
+}
+
+TEST_CASE("cuModuleLoadData checks the image as a real driver does") {
+  struct Load {
+    const char* device_sm;
+    std::string image;
+    const char* version;
+    int want;
+  };
+  const std::string ptx90 = std::string(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry ") + kLowered +
+                            "(\n.param .align 8 .b8 p[256])\n{ ret; }\n";
+  const std::string ptx100 = ".version 9.0\n.target sm_100\n.visible .entry k(\n)\n{ ret; }\n";
+  const Load cases[] = {
+      {"90", make_cubin(90, {kLowered}), nullptr, 0},
+      {"90", make_cubin(80, {kLowered}), nullptr, FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU},
+      {"86", make_cubin(80, {kLowered}), nullptr, 0},  // same major, lower minor: binary compatible
+      {"80", make_cubin(86, {kLowered}), nullptr, FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU},
+      {"120", make_cubin(90, {kLowered}), nullptr, FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU},
+      {"90", make_cubin(90, {kLowered}, 7), nullptr, 0},  // the pre-CUDA-13 header layout
+      {"90", std::string("junk that is no kernel image") + std::string(1, '\0'), nullptr,
+       FAKE_CUDA_ERROR_INVALID_IMAGE},
+      {"90", ptx90, nullptr, 0},
+      {"90", ptx90, "12040", FAKE_CUDA_ERROR_UNSUPPORTED_PTX_VERSION},  // PTX 9.0 needs CUDA 13
+      {"90", ptx100, nullptr, FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU},
+  };
+  for (const Load& c : cases) {
+    configure(c.device_sm, nullptr, c.version);
+    Session s;
+    void* module = nullptr;
+    CAPTURE(c.device_sm);
+    CAPTURE(c.want);
+    const int r = api().load(&module, c.image.data());
+    CHECK_MESSAGE(r == c.want, api().last_error());
+    if (r == 0) CHECK(api().unload(module) == 0);
+  }
+  configure("90", nullptr, nullptr, "module_load");
+  Session s;
+  void* module = nullptr;
+  const std::string img = make_cubin(90, {kLowered});
+  CHECK(api().load(&module, img.data()) == FAKE_CUDA_ERROR_INVALID_IMAGE);
+  CHECK(std::string(api().last_error()).find("fault switch") != std::string::npos);
+}
+
+TEST_CASE("cuModuleGetFunction finds host instantiations by NVRTC's lowered name") {
+  configure("90");
+  Session s;
+  void* module = nullptr;
+  const std::string img = make_cubin(90, {kLowered, "_Z3foov"});
+  REQUIRE(api().load(&module, img.data()) == 0);
+  void* f = nullptr;
+  CHECK(api().function(&f, module, kLowered) == 0);
+  CHECK(f != nullptr);
+  // In the image but not a kernel the emulator has; not in the image at all.
+  CHECK(api().function(&f, module, "_Z3foov") == FAKE_CUDA_ERROR_NOT_FOUND);
+  CHECK(std::string(api().last_error()).find("no host instantiation") != std::string::npos);
+  CHECK(api().function(&f, module, "_ZN4cc1d24causal_conv1d_fwd_kernelIffLi3ELi0EEEvNS_9FwdParamsE") ==
+        FAKE_CUDA_ERROR_NOT_FOUND);
+  CHECK(std::string(api().last_error()).find("has no entry") != std::string::npos);
+  CHECK(api().unload(module) == 0);
+  CHECK(api().unload(module) == FAKE_CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launches") {
+  configure("90");
+  Session s;
+  std::mt19937 rng(11);
+  HostTensor x = make_x(CC1D_FLOAT32, 2, 3, 50, Layout::ChannelFirst);
+  x.randomize(rng);
+  HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {3, 4});
+  w.randomize(rng);
+  HostTensor out = make_x(CC1D_FLOAT32, 2, 3, 50, Layout::ChannelFirst);
+  out.fill_all(NAN);
+  for (HostTensor* t : {&x, &w, &out}) t->t.device_type = CC1D_DEVICE_CUDA;  // "device" memory is host memory
+  cc1d_fwd_args a{};
+  a.struct_size = sizeof a;
+  a.x = &x.t;
+  a.weight = &w.t;
+  a.out = &out.t;
+  a.activation = CC1D_ACT_SILU;
+  const cc1d::FwdLaunch plan = cc1d::plan_fwd(cc1d::validate_fwd(&a));
+  REQUIRE(plan.kernel == "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>");
+
+  void* module = nullptr;
+  void* f = nullptr;
+  const std::string img = make_cubin(90, {kLowered});
+  REQUIRE(api().load(&module, img.data()) == 0);
+  REQUIRE(api().function(&f, module, kLowered) == 0);
+  cc1d::FwdParams params = plan.params;
+  void* args[] = {&params};
+  void* stream = reinterpret_cast<void*>(0x5eed);
+  api().reset();
+  REQUIRE_MESSAGE(api().launch(f, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr) == 0,
+                  api().last_error());
+  RefInputs in;
+  in.x = &x;
+  in.w = &w;
+  in.silu = true;
+  std::vector<double> want, fin;
+  reference_fwd(in, want, fin);
+  CHECK(compare(out, want, tolerance(CC1D_FLOAT32)) == "");
+  cc1d_fake_launch last{};
+  REQUIRE(api().last_launch(&last) == 1);
+  CHECK(std::string(last.kernel) == kLowered);
+  CHECK(last.grid[0] == plan.grid);
+  CHECK(last.block[0] == plan.block);
+  CHECK(last.stream == stream);
+  CHECK(last.context_device == 0);
+  cc1d_fake_counters c{};
+  api().counters(&c);
+  CHECK(c.launch == 1);
+  CHECK(c.mem_alloc + c.mem_free + c.memcpy + c.memset + c.synchronize == 0);
+
+  // What a real driver refuses.
+  CHECK(api().launch(f, 1, 1, 1, 2048, 1, 1, 0, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 64 * 1024, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
+  void* popped = nullptr;
+  REQUIRE(api().pop(&popped) == 0);
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 0, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(api().push(popped) == 0);
+  REQUIRE(api().unload(module) == 0);
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 0, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("the launch fault fails without running") {
+  configure("90", nullptr, nullptr, "launch");
+  Session s;
+  void* module = nullptr;
+  void* f = nullptr;
+  const std::string img = make_cubin(90, {kLowered});
+  REQUIRE(api().load(&module, img.data()) == 0);
+  REQUIRE(api().function(&f, module, kLowered) == 0);
+  cc1d::FwdParams params{};
+  void* args[] = {&params};
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 0, nullptr, args, nullptr) == FAKE_CUDA_ERROR_LAUNCH_FAILED);
+  const char* n = nullptr;
+  CHECK(api().err_name(FAKE_CUDA_ERROR_LAUNCH_FAILED, &n) == 0);
+  CHECK(std::string(n) == "CUDA_ERROR_LAUNCH_FAILED");
+  CHECK(api().err_name(123456, &n) == FAKE_CUDA_ERROR_INVALID_VALUE);
+  CHECK(n == nullptr);
+  api().unload(module);
+}
+
+TEST_CASE("no device, and the stub library") {
+  configure("90", nullptr, nullptr, "no_device");
+  int n = -1;
+  CHECK(api().init(0) == FAKE_CUDA_ERROR_NO_DEVICE);
+  CHECK(api().count(&n) == FAKE_CUDA_ERROR_NOT_INITIALIZED);
+  configure("90", "0");
+  CHECK(api().init(0) == FAKE_CUDA_ERROR_NO_DEVICE);
+
+  configure("90", nullptr, nullptr, "stub");
+  int v = 0;
+  const char* s = nullptr;
+  void* p = nullptr;
+  unsigned long long dptr = 0;
+  CHECK(api().init(0) == FAKE_CUDA_ERROR_STUB_LIBRARY);
+  CHECK(api().version(&v) == FAKE_CUDA_ERROR_STUB_LIBRARY);
+  CHECK(api().count(&n) == FAKE_CUDA_ERROR_STUB_LIBRARY);
+  CHECK(api().err_name(0, &s) == FAKE_CUDA_ERROR_STUB_LIBRARY);
+  CHECK(api().proc_v2("cuInit", &p, 12000, 0, nullptr) == FAKE_CUDA_ERROR_STUB_LIBRARY);
+  CHECK(api().mem_alloc(&dptr, 16) == FAKE_CUDA_ERROR_STUB_LIBRARY);
+  configure("90");
+}
+
+TEST_CASE("allocation and synchronisation entry points are counted") {
+  configure("90");
+  REQUIRE(api().init(0) == 0);
+  api().reset();
+  unsigned long long dptr = 0;
+  CHECK(api().mem_alloc(&dptr, 64) == 0);
+  CHECK(api().stream_sync(nullptr) == 0);
+  CHECK(api().stream_sync(nullptr) == 0);
+  cc1d_fake_counters c{};
+  api().counters(&c);
+  CHECK(c.mem_alloc == 1);
+  CHECK(c.synchronize == 2);
+  api().reset();
+  api().counters(&c);
+  CHECK(c.mem_alloc == 0);
+  CHECK(c.synchronize == 0);
+  std::free(reinterpret_cast<void*>(dptr));
+}

@@ -1,0 +1,333 @@
+// The NVRTC backend through the public C ABI, one scenario per process (the environment is read
+// at first use; gpu_tests.cmake registers each test case as its own ctest with its environment).
+// Without a GPU, the counting fake driver stands in for libcuda.so.1: it checks what a real
+// driver would (a current context, a cubin for the device's SM, the symbol in the image) and
+// counts every call, so the launch path can be verified exactly. NVRTC and kernels are real.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels_src/fwd_params.h"
+#include "test_support.h"
+
+using namespace cc1d_test;
+
+namespace {
+
+struct FakeLaunch {  // mirrors counting_driver.cpp
+  unsigned grid[3], block[3], shared;
+  void* stream;
+  cc1d::FwdParams params;
+  char function[256];
+};
+
+void* fake_driver() {
+  const char* path = std::getenv("CC1D_TEST_COUNTING_DRIVER");
+  REQUIRE(path != nullptr);
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);  // the copy libcc1d loaded
+  REQUIRE_MESSAGE(h != nullptr, "libcc1d did not load the counting driver");
+  return h;
+}
+
+long count(const char* what) {
+  auto fn = reinterpret_cast<long (*)(const char*)>(dlsym(fake_driver(), "fake_count"));
+  REQUIRE(static_cast<bool>(fn));
+  return fn(what);
+}
+
+FakeLaunch last_launch() {
+  auto fn = reinterpret_cast<FakeLaunch (*)()>(dlsym(fake_driver(), "fake_last_launch"));
+  REQUIRE(static_cast<bool>(fn));
+  return fn();
+}
+
+std::map<std::string, long> counters() {
+  std::map<std::string, long> m;
+  for (const char* k : {"cuInit", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent", "cuCtxPopCurrent",
+                        "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel",
+                        "cuGetProcAddress_v2", "unknown_symbol", "ptx_loads"})
+    m[k] = count(k);
+  return m;
+}
+
+void clean_cache_dir() {
+  const char* d = std::getenv("CAUSAL_CONV1D_CACHE_DIR");
+  REQUIRE(d != nullptr);
+  std::filesystem::remove_all(d);
+}
+
+std::string report() {
+  size_t n = 0;
+  CHECK(cc1d_report(nullptr, 0, &n) == CC1D_ERR_BUFFER_TOO_SMALL);
+  std::string s(n, '\0');
+  REQUIRE(cc1d_report(&s[0], s.size(), &n) == CC1D_OK);
+  s.resize(n - 1);
+  return s;
+}
+
+bool has(const std::string& s, const std::string& frag) { return s.find(frag) != std::string::npos; }
+
+// A forward problem on "CUDA" device `dev` (host memory the fake driver never touches).
+struct Problem {
+  HostTensor x, w, bias, out;
+  cc1d_fwd_args a{};
+  Problem(int dev = 0, int xdt = CC1D_FLOAT32, int wdt = CC1D_FLOAT32, Layout layout = Layout::ChannelFirst,
+          int64_t B = 2, int64_t D = 64, int64_t L = 100, int W = 4)
+      : x(make_x(xdt, B, D, L, layout)),
+        w(HostTensor::contiguous(wdt, {D, W})),
+        bias(HostTensor::contiguous(wdt, {D})),
+        out(make_x(xdt, B, D, L, layout)) {
+    for (HostTensor* t : {&x, &w, &bias, &out}) {
+      t->t.device_type = CC1D_DEVICE_CUDA;
+      t->t.device_index = dev;
+    }
+    a.struct_size = sizeof a;
+    a.x = &x.t;
+    a.weight = &w.t;
+    a.bias = &bias.t;
+    a.out = &out.t;
+    a.activation = CC1D_ACT_SILU;
+    a.backend = CC1D_BACKEND_NVRTC;
+    a.stream = reinterpret_cast<void*>(0x1234);
+  }
+  cc1d_status run() { return cc1d_causal_conv1d_fwd(&a); }
+};
+
+// Runs and requires success, showing the library's message otherwise.
+void ok(Problem& p) {
+  const cc1d_status s = p.run();
+  INFO("cc1d_last_error: " << std::string(cc1d_last_error()));
+  REQUIRE(s == CC1D_OK);
+}
+
+// whole_backend: the driver itself is unusable (else only device 0 is).
+void expect_unavailable(std::initializer_list<const char*> fragments, bool whole_backend = true) {
+  CHECK(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0) == CC1D_ERR_BACKEND_UNAVAILABLE);
+  std::string msg = cc1d_last_error();
+  INFO("message: " << msg);
+  for (const char* f : fragments) CHECK_MESSAGE(has(msg, f), "missing '" << f << "'");
+  CHECK(msg.find('\n') == std::string::npos);  // one line
+  Problem p;
+  CHECK(p.run() == CC1D_ERR_BACKEND_UNAVAILABLE);
+  CHECK(std::string(cc1d_last_error()) == msg);
+  const std::string r = report();
+  if (whole_backend)
+    CHECK(has(r, "\"nvrtc\": {\"compiled_in\": true, \"available\": false"));
+  else
+    CHECK(has(r, "\"index\": 0, \"sm\": 30, \"usable\": false"));
+}
+
+}  // namespace
+
+TEST_CASE("missing driver") {
+  expect_unavailable({"/nonexistent/libcuda.so.1", "No such file", "install the NVIDIA driver"});
+  CHECK(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CPU, 0) == CC1D_ERR_BACKEND_UNAVAILABLE);
+  CHECK(has(cc1d_last_error(), "CUDA tensors only"));
+  const std::string r = report();
+  CHECK(has(r, "\"tried\": [{\"path\": \"/nonexistent/libcuda.so.1\""));
+  CHECK(has(r, "\"nvrtc_candidates\": ["));
+}
+
+TEST_CASE("stub driver") {
+  expect_unavailable({"stub library", "CUDA_ERROR_STUB_LIBRARY (34)", "stubs"});
+  CHECK(has(report(), "\"cu_init\": 34"));
+}
+
+TEST_CASE("no device") {
+  expect_unavailable({"no CUDA GPU visible", "CUDA_ERROR_NO_DEVICE (100)", "CUDA_VISIBLE_DEVICES"});
+}
+
+TEST_CASE("launch") {
+  clean_cache_dir();
+  REQUIRE(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0) == CC1D_OK);
+  Problem p;
+  ok(p);
+  auto c = counters();
+  CHECK(c["cuLaunchKernel"] == 1);
+  CHECK(c["cuModuleLoadData"] == 1);
+  CHECK(c["cuModuleGetFunction"] == 1);
+  CHECK(c["cuDevicePrimaryCtxRetain"] == 1);
+  CHECK(c["cuCtxPushCurrent"] == c["cuCtxPopCurrent"]);
+  CHECK(c["unknown_symbol"] == 0);  // never asked for alloc/copy/sync entry points
+  CHECK(c["cuGetProcAddress_v2"] >= 16);  // resolved through cuGetProcAddress_v2
+  const FakeLaunch l = last_launch();
+  CHECK(l.stream == reinterpret_cast<void*>(0x1234));
+  CHECK(l.block[0] == 128);
+  CHECK(l.block[1] == 1);
+  CHECK(l.grid[1] == 1);
+  CHECK(l.grid[0] >= 1);
+  CHECK(l.shared == 0);
+  CHECK(l.params.x == p.x.t.data);
+  CHECK(l.params.weight == p.w.t.data);
+  CHECK(l.params.bias == p.bias.t.data);
+  CHECK(l.params.out == p.out.t.data);
+  CHECK(l.params.seq_idx == nullptr);
+  CHECK(l.params.batch == 2);
+  CHECK(l.params.dim == 64);
+  CHECK(l.params.seqlen == 100);
+  CHECK(l.params.silu == 1);
+  CHECK(l.params.x_stride[2] == 1);
+  CHECK(has(l.function, "causal_conv1d_fwd_kernelIffLi4ELi0E"));
+
+  // Warm call: only push, launch, pop. No module work, no new symbols, nothing else.
+  ok(p);
+  auto c2 = counters();
+  for (auto& [k, v] : c2) {
+    INFO(k);
+    const long expected = c[k] + (k == "cuLaunchKernel" || k == "cuCtxPushCurrent" || k == "cuCtxPopCurrent" ? 1 : 0);
+    CHECK(v == expected);
+  }
+  // Another layout and dtype pair: new variants, each compiled and loaded once.
+  Problem cl(0, CC1D_FLOAT32, CC1D_FLOAT32, Layout::ChannelLast);
+  ok(cl);
+  CHECK(has(last_launch().function, "causal_conv1d_fwd_kernelIffLi4ELi1E"));
+  CHECK(last_launch().params.x_stride[1] == 1);
+  Problem bf(0, CC1D_BFLOAT16, CC1D_FLOAT32);
+  ok(bf);
+  ok(bf);
+  CHECK(has(last_launch().function, "causal_conv1d_fwd_kernelINS_6bf16_tEfLi4ELi0E"));
+  CHECK(count("cuModuleLoadData") == 3);
+  CHECK(count("cuLaunchKernel") == 5);
+  const std::string r = report();
+  CHECK(has(r, "\"mode\": \"cubin\""));
+  CHECK(has(r, "\"target\": \"sm_90\""));
+  CHECK(has(r, "\"writes\": 3"));
+  CHECK(has(r, "\"origin\": \"compiled\""));
+  CHECK(has(r, "\"name\": \"Fake GPU sm_90\""));
+  CHECK(has(r, "\"resolver\": \"cuGetProcAddress_v2\""));
+}
+
+TEST_CASE("two devices") {
+  clean_cache_dir();
+  Problem p0(0), p1(1);
+  REQUIRE(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 1) == CC1D_OK);
+  ok(p0);
+  CHECK(count("cuDevicePrimaryCtxRetain") == 1);  // device 1 untouched so far: no context there
+  ok(p1);  // the fake refuses a cubin whose SM differs from the current context's device
+  CHECK(count("cuModuleLoadData") == 2);
+  CHECK(count("cuDevicePrimaryCtxRetain") == 2);
+  const std::string r = report();
+  CHECK(has(r, "\"index\": 1, \"sm\": 80, \"usable\": true, \"mode\": \"cubin\", \"target\": \"sm_80\""));
+  Problem p2(2);
+  CHECK(p2.run() == CC1D_ERR_INVALID_ARGUMENT);
+  CHECK(has(cc1d_last_error(), "device 2 does not exist"));
+  Problem mixed(0);
+  mixed.w.t.device_index = 1;
+  CHECK(mixed.run() == CC1D_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("concurrent first calls") {
+  clean_cache_dir();
+  auto burst = [](int dev) {
+    std::vector<std::thread> threads;
+    std::vector<cc1d_status> st(8, CC1D_ERR_INTERNAL);
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&st, t, dev] {
+        Problem p(dev);
+        st[t] = p.run();
+      });
+    for (auto& th : threads) th.join();
+    for (cc1d_status s : st) CHECK(s == CC1D_OK);
+  };
+  burst(0);
+  CHECK(count("cuModuleLoadData") == 1);  // eight first calls, one compile and one load
+  CHECK(count("cuLaunchKernel") == 8);
+  burst(1);  // same SM on another device: loaded there, compiled nowhere
+  CHECK(count("cuModuleLoadData") == 2);
+  const std::string r = report();
+  CHECK(has(r, "\"origin\": \"compiled\""));
+  CHECK(has(r, "\"origin\": \"memory cache\""));
+  CHECK(has(r, "\"writes\": 1"));
+}
+
+TEST_CASE("compile error") {
+  clean_cache_dir();
+  Problem p;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // a failure is reported again, never cached
+    CHECK(p.run() == CC1D_ERR_COMPILE);
+    const std::string m = cc1d_last_error();
+    INFO(m);
+    CHECK(has(m, "causal_conv1d_fwd.cuh("));
+    CHECK(has(m, "error"));
+    CHECK(has(m, "broken_kernels"));
+    CHECK(has(m, "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>"));
+  }
+  CHECK(count("cuModuleLoadData") == 0);
+  CHECK(has(report(), "\"writes\": 0"));
+}
+
+TEST_CASE("future SM gets PTX") {
+  clean_cache_dir();
+  Problem p;
+  ok(p);
+  CHECK(count("ptx_loads") == 1);
+  const std::string r = report();
+  CHECK(has(r, "\"mode\": \"ptx\", \"target\": \"compute_"));
+}
+
+TEST_CASE("SM below every NVRTC") {
+  expect_unavailable({"device 0", "sm_30", "nothing at or below"}, false);
+}
+
+TEST_CASE("driver older than NVRTC") {
+  // An 11.4 driver: CUDA 12/13 NVRTCs are ineligible. If this machine also has a CUDA 11
+  // NVRTC, it must be the one chosen; otherwise the reason says to update the driver.
+  if (cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0) == CC1D_OK) {
+    CHECK(has(report(), "\"nvrtc_version\": \"11."));
+  } else {
+    const std::string m = cc1d_last_error();
+    INFO(m);
+    CHECK(has(m, "driver supports CUDA 11.4"));
+    CHECK(has(m, "update the NVIDIA driver"));
+  }
+}
+
+TEST_CASE("launch error") {
+  Problem p;
+  CHECK(p.run() == CC1D_ERR_CUDA);
+  const std::string m = cc1d_last_error();
+  CHECK(has(m, "cuLaunchKernel"));
+  CHECK(has(m, "CUDA_ERROR_LAUNCH_FAILED (700)"));
+}
+
+TEST_CASE("disk cache cold") {
+  clean_cache_dir();
+  Problem p;
+  ok(p);
+  const std::string r = report();
+  CHECK(has(r, "\"origin\": \"compiled\""));
+  CHECK(has(r, "\"writes\": 1"));
+}
+
+TEST_CASE("disk cache warm") {
+  Problem p;
+  ok(p);
+  const std::string r = report();
+  INFO(r);
+  CHECK(has(r, "\"origin\": \"disk cache\""));
+  CHECK(has(r, "\"misses\": 0"));
+  CHECK(has(r, "\"writes\": 0"));
+  CHECK_FALSE(has(r, "\"origin\": \"compiled\""));
+}
+
+// Scenarios that compile (CC1D_TEST_NEEDS_NVRTC=1) exit 77 (ctest: skipped) when the library
+// finds no usable NVRTC at all; the report is exactly what the backend itself discovered.
+int main(int argc, char** argv) {
+  const char* needs = std::getenv("CC1D_TEST_NEEDS_NVRTC");
+  std::string rep(1 << 20, '\0');
+  size_t n = 0;
+  if (cc1d_report(&rep[0], rep.size(), &n) != CC1D_OK) rep.clear();
+  if (needs != nullptr && std::string(needs) == "1" && !has(rep, "\"error\": \"\"}")) {
+    std::printf("SKIPPED: libcc1d found no usable NVRTC (see cc1d_report's nvrtc_candidates)\n");
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

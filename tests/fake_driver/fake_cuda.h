@@ -1,0 +1,80 @@
+/* fake_cuda.h — the test-only stand-in for libcuda.so.1 (tests/fake_driver/), and its test hooks.
+ *
+ * The fake implements exactly the driver entry points libcc1d uses (docs/TEAM_NOTES.md), on a
+ * GPU that does not exist: device memory is host memory, and cuLaunchKernel runs the launch
+ * through the kernel emulator (fallback/emulator/) with the same grid, block, dynamic shared
+ * memory and parameters. cuModuleLoadData takes the real cubin NVRTC produced and rejects it,
+ * like a real driver, when its ELF header names an SM the device cannot run.
+ *
+ * Never installed. Tests select it with CAUSAL_CONV1D_CUDA_DRIVER=<build>/fake_driver/libcuda.so.1.
+ *
+ * Environment (read at first use; cc1d_fake_reconfigure() reads it again):
+ *   CC1D_FAKE_SM              the devices' SM, e.g. 90 (default), 80, 86, 120
+ *   CC1D_FAKE_DEVICE_COUNT    number of devices (default 1; 0 = cuInit fails with 100)
+ *   CC1D_FAKE_DRIVER_VERSION  cuDriverGetVersion (default 13000)
+ *   CC1D_FAKE_SM_COUNT        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (default 132)
+ *   CC1D_FAKE_FAULT           comma-separated fault switches:
+ *       no_device    cuInit returns CUDA_ERROR_NO_DEVICE (100)
+ *       stub         every entry point returns CUDA_ERROR_STUB_LIBRARY (34), like the toolkit stub
+ *       module_load  cuModuleLoadData returns CUDA_ERROR_INVALID_IMAGE (200)
+ *       launch       cuLaunchKernel returns CUDA_ERROR_LAUNCH_FAILED (719) without running
+ *   CAUSAL_CONV1D_EMULATE_CHECK / _SEED / CAUSAL_CONV1D_NUM_THREADS apply to the emulated launches.
+ *
+ * Allocation, copy and synchronisation entry points (cuMemAlloc_v2, cuMemcpy*, cuMemset*,
+ * cuStreamSynchronize, cuCtxSynchronize, ...) are exported too, and counted, so that tests can
+ * assert the launch path never calls them (what CUDA graph capture requires).
+ */
+#ifndef CC1D_FAKE_CUDA_H
+#define CC1D_FAKE_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CUresult values the fake returns. */
+enum {
+  FAKE_CUDA_SUCCESS = 0,
+  FAKE_CUDA_ERROR_INVALID_VALUE = 1,
+  FAKE_CUDA_ERROR_NOT_INITIALIZED = 3,
+  FAKE_CUDA_ERROR_STUB_LIBRARY = 34,
+  FAKE_CUDA_ERROR_NO_DEVICE = 100,
+  FAKE_CUDA_ERROR_INVALID_DEVICE = 101,
+  FAKE_CUDA_ERROR_INVALID_IMAGE = 200,
+  FAKE_CUDA_ERROR_INVALID_CONTEXT = 201,
+  FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  FAKE_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+  FAKE_CUDA_ERROR_INVALID_HANDLE = 400,
+  FAKE_CUDA_ERROR_NOT_FOUND = 500,
+  FAKE_CUDA_ERROR_LAUNCH_FAILED = 719
+};
+
+typedef struct cc1d_fake_counters {
+  long init, get_proc_address;
+  long ctx_retain, ctx_release, ctx_push, ctx_pop;
+  long module_load, module_unload, get_function, launch;
+  /* Must stay 0 on the launch path: */
+  long mem_alloc, mem_free, memcpy, memset, synchronize;
+} cc1d_fake_counters;
+
+typedef struct cc1d_fake_launch {
+  char kernel[512]; /* the lowered name passed to cuModuleGetFunction */
+  unsigned grid[3], block[3], shared_bytes;
+  void* stream;
+  int context_device; /* device of the context current at launch */
+} cc1d_fake_launch;
+
+/* Test hooks (resolve with dlsym on the handle of the loaded fake). */
+void cc1d_fake_get_counters(cc1d_fake_counters* out);
+void cc1d_fake_reset_counters(void);
+/* 1 and the last successful launch, or 0 if none yet. */
+int cc1d_fake_last_launch(cc1d_fake_launch* out);
+/* Why the last failing call failed ("" if none). */
+const char* cc1d_fake_last_error(void);
+/* Reads the environment again (devices, version, faults); cuInit must then be called again. */
+void cc1d_fake_reconfigure(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CC1D_FAKE_CUDA_H */

@@ -1,0 +1,95 @@
+"""Input builders shared by the tests: layouts, dtype pairs, devices and backends."""
+
+import pytest
+import torch
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+DTYPE_PAIRS = [(xd, wd) for xd in FLOATS for wd in FLOATS]
+PAIR_IDS = [f"x{SHORT[a]}-w{SHORT[b]}" for a, b in DTYPE_PAIRS]
+
+# cf: channel-first contiguous (B, D, L); cl: channel-last, a (B, L, D) tensor transposed;
+# the others are non-contiguous views.
+LAYOUTS = ["cf", "cl", "cf_dim_slice", "cl_dim_slice", "time_step", "expand_batch"]
+
+HAS_CUDA = torch.cuda.is_available()
+_GPU = [pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device (torch.cuda.is_available() is False)")]
+
+
+
+def _emulate_unavailable():
+    from causal_conv1d import _lib
+
+    lib = _lib.library()
+    if lib is None:
+        return None  # the test then fails with the load error, like the cpu backend's tests
+    ok, why = lib.backend_available(_lib.BACKEND_EMULATE, _lib.DEVICE_CPU, 0)
+    return None if ok else why
+
+
+_EMULATE_WHY = _emulate_unavailable()
+
+# (device, backend) pairs every numerical test runs over. emulate (libcc1d's GPU kernels run on
+# the host) runs when this libcc1d was built with it (CC1D_BUILD_EMULATOR=ON).
+DEV_BACKENDS = [
+    pytest.param("cpu", "cpu", id="cpu-cpu"),
+    pytest.param("cpu", "aten", id="cpu-aten"),
+    pytest.param("cpu", "emulate", id="cpu-emulate",
+                 marks=pytest.mark.skipif(_EMULATE_WHY is not None, reason=f"emulate backend: {_EMULATE_WHY}")),
+    pytest.param("cuda", "nvrtc", id="cuda-nvrtc", marks=_GPU),
+    pytest.param("cuda", "aten", id="cuda-aten", marks=_GPU),
+]
+
+
+def randn(shape, gen, dtype, device="cpu"):
+    return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+
+
+def make_x(B, D, L, dtype, layout, gen, device="cpu"):
+    """x of shape (B, D, L) in the given memory layout."""
+    if layout == "cf":
+        x = randn((B, D, L), gen, dtype, device)
+    elif layout == "cl":
+        x = randn((B, L, D), gen, dtype, device).transpose(1, 2)
+    elif layout == "cf_dim_slice":
+        x = randn((B, 2 * D, L), gen, dtype, device)[:, ::2, :]
+    elif layout == "cl_dim_slice":
+        x = randn((B, L, 2 * D), gen, dtype, device)[:, :, ::2].transpose(1, 2)
+    elif layout == "time_step":
+        x = randn((B, D, 2 * L + 1), gen, dtype, device)[:, :, 1::2]
+    elif layout == "expand_batch":
+        x = randn((1, D, L), gen, dtype, device).expand(B, D, L)
+    else:
+        raise ValueError(layout)
+    assert tuple(x.shape) == (B, D, L)
+    return x
+
+
+def make_states(B, D, W, dtype, layout, gen, device="cpu"):
+    """(B, D, W-1) states, channel-first ('cf') or channel-last ('cl')."""
+    if layout == "cf":
+        return randn((B, D, W - 1), gen, dtype, device)
+    return randn((B, W - 1, D), gen, dtype, device).transpose(1, 2)
+
+
+def make_seq_idx(B, L, gen, device="cpu", padding=True):
+    """(B, L) int32 segment ids: increasing segments with random boundaries (some short ones),
+    and, with padding, a run of -1 at the end and an isolated -1 in the middle."""
+    rows = []
+    for _ in range(B):
+        starts = torch.rand(L, generator=gen) < 0.08
+        starts[0] = False
+        seg = torch.cumsum(starts.to(torch.int32), 0).to(torch.int32)
+        if padding and L >= 4:
+            npad = int(torch.randint(1, max(2, L // 6), (1,), generator=gen))
+            seg[L - npad:] = -1
+            mid = int(torch.randint(0, L - npad, (1,), generator=gen))
+            seg[mid] = -1
+        rows.append(seg)
+    return torch.stack(rows).to(device)
+
+
+def nan_like_states(B, D, W, dtype, layout, device="cpu"):
+    if layout == "cf":
+        return torch.full((B, D, W - 1), float("nan"), dtype=dtype, device=device)
+    return torch.full((B, W - 1, D), float("nan"), dtype=dtype, device=device).transpose(1, 2)

@@ -1,0 +1,84 @@
+"""An independent float64 reference for the tests (it does not use the package's code).
+
+Formulated as a sliding window (Tensor.unfold) and an einsum, unlike the package's sum over
+shifted copies, so a shared mistake is unlikely. Differentiable (for the autograd tests).
+
+    y[b,c,t] = act(bias[c] + sum_k w[c,k] * xs[b,c,t+k]),   xs = concat(init or 0, x)  (W-1 + L)
+    with seq_idx: tap k of token t counts only if seq(t-W+1+k) == seq(t), where positions
+    before 0 carry seq(0); tokens with seq(t) < 0 output 0.
+    final_states = xs[..., L:]  (the last W-1 entries, in x's dtype)
+"""
+
+from __future__ import annotations
+
+import torch
+
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def reference(x, weight, bias=None, seq_idx=None, initial_states=None, silu=False, *, absolute=False):
+    """float64 output (B, D, L). With absolute=True: the same sum over |w|*|x| + |bias| without
+    activation — the magnitude of the terms, which scales the rounding error of the result."""
+    B, D, L = x.shape
+    W = weight.shape[1]
+    x64 = x.to(torch.float64)
+    w64 = weight.to(torch.float64)
+    init = (initial_states.to(torch.float64) if initial_states is not None
+            else torch.zeros(B, D, W - 1, dtype=torch.float64, device=x.device))
+    if absolute:
+        x64, w64, init = x64.abs(), w64.abs(), init.abs()
+    xs = torch.cat([init, x64], dim=-1)  # (B, D, W-1+L)
+    win = xs.unfold(-1, W, 1)  # (B, D, L, W): win[b,c,t,k] = xs[b,c,t+k]
+    if seq_idx is not None:
+        s = seq_idx.to(torch.int64)
+        spad = torch.cat([s[:, :1].expand(B, W - 1), s], dim=1)  # (B, W-1+L)
+        swin = spad.unfold(-1, W, 1)  # (B, L, W)
+        keep = (swin == s[:, :, None])[:, None]  # (B, 1, L, W)
+        win = torch.where(keep, win, torch.zeros((), dtype=torch.float64, device=x.device))
+    y = torch.einsum("bctk,ck->bct", win, w64)
+    if bias is not None:
+        b64 = bias.to(torch.float64)
+        y = y + (b64.abs() if absolute else b64)[None, :, None]
+    if silu and not absolute:
+        y = y * torch.sigmoid(y)
+    if seq_idx is not None:
+        y = torch.where((seq_idx >= 0)[:, None, :], y, torch.zeros((), dtype=torch.float64, device=x.device))
+    return y
+
+
+def reference_final_states(x, width, initial_states=None):
+    """The last W-1 entries of concat(initial_states or zeros, x) along time, in x's dtype."""
+    B, D, L = x.shape
+    init = (initial_states if initial_states is not None
+            else torch.zeros(B, D, width - 1, dtype=x.dtype, device=x.device))
+    return torch.cat([init.to(x.dtype), x], dim=-1)[..., L:].clone()
+
+
+def assert_matches(out, x, weight, bias=None, seq_idx=None, initial_states=None, silu=False, what="out"):
+    """out (x's dtype) agrees with the float64 reference within the dtype's tolerance, scaled by
+    the magnitude of the summed terms; padding tokens (seq_idx < 0) must be exactly 0."""
+    assert out.dtype == x.dtype, f"{what}: dtype {out.dtype}, expected x's {x.dtype}"
+    assert tuple(out.shape) == tuple(x.shape), f"{what}: shape {tuple(out.shape)}, expected {tuple(x.shape)}"
+    o = out.detach().to("cpu", torch.float64)
+    xc = x.detach().cpu()
+    args = dict(bias=None if bias is None else bias.detach().cpu(),
+                seq_idx=None if seq_idx is None else seq_idx.cpu(),
+                initial_states=None if initial_states is None else initial_states.detach().cpu())
+    ref = reference(xc, weight.detach().cpu(), silu=silu, **args)
+    mag = reference(xc, weight.detach().cpu(), absolute=True, **args)
+    nan = torch.isnan(o)
+    assert not nan.any(), f"{what}: {int(nan.sum())} NaN element(s) (unwritten?), first at {nan.nonzero()[0].tolist()}"
+    tol = TOL[x.dtype]
+    err = (o - ref).abs()
+    fi = torch.finfo(x.dtype)
+    bound = tol * (ref.abs() + mag) + fi.tiny * fi.eps  # + the subnormal spacing of x's dtype
+    if seq_idx is not None:
+        pad = (seq_idx.cpu() < 0)[:, None, :].expand_as(o)
+        assert torch.all(o[pad] == 0), f"{what}: padding tokens (seq_idx < 0) must output exactly 0"
+    bad = err > bound
+    if bad.any():
+        i = tuple(bad.nonzero()[0].tolist())
+        raise AssertionError(
+            f"{what}: {int(bad.sum())}/{bad.numel()} element(s) outside tolerance {tol} * (|ref| + |terms|); "
+            f"first at {list(i)}: got {o[i].item()!r}, reference {ref[i].item()!r}, terms {mag[i].item()!r}; "
+            f"max error {err.max().item():.3g}")

@@ -1,0 +1,253 @@
+"""Backend selection: argument > use_backend() > CAUSAL_CONV1D_BACKEND > auto; fallbacks warn
+once per process and reason; strict mode; forced backends that cannot serve raise."""
+
+import threading
+import warnings
+
+import pytest
+import torch
+
+import causal_conv1d
+from causal_conv1d import CausalConv1dWarning, StrictModeError, _dispatch, _lib, causal_conv1d_fn
+from reference import assert_matches
+
+
+@pytest.fixture
+def xw(gen):
+    return torch.randn(2, 8, 30, generator=gen), torch.randn(8, 4, generator=gen)
+
+
+def served():
+    return causal_conv1d.last_backend()
+
+
+def test_auto_picks_cpu_for_host_tensors(lib, xw, fresh_dispatch):
+    x, w = xw
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CausalConv1dWarning)
+        out = causal_conv1d_fn(x, w)
+    c = served()
+    assert (c.backend, c.requested, c.source) == ("cpu", "auto", "default")
+    assert c.fallback_from == () and "auto" in c.reason
+    assert_matches(out, x, w)
+
+
+def test_argument_beats_context_beats_env(lib, xw, monkeypatch):
+    x, w = xw
+    monkeypatch.setenv("CAUSAL_CONV1D_BACKEND", "aten")
+    causal_conv1d_fn(x, w)
+    assert (served().backend, served().source) == ("aten", "CAUSAL_CONV1D_BACKEND")
+    with causal_conv1d.use_backend("cpu"):
+        causal_conv1d_fn(x, w)
+        assert (served().backend, served().source) == ("cpu", "use_backend()")
+        causal_conv1d_fn(x, w, backend="aten")
+        assert (served().backend, served().source) == ("aten", "argument backend=")
+    causal_conv1d_fn(x, w)
+    assert served().backend == "aten", "the env var applies again after the block"
+
+
+def test_env_var_is_read_at_call_time(lib, xw, monkeypatch):
+    x, w = xw
+    monkeypatch.setenv("CAUSAL_CONV1D_BACKEND", "cpu")
+    causal_conv1d_fn(x, w)
+    assert served().backend == "cpu"
+    monkeypatch.setenv("CAUSAL_CONV1D_BACKEND", "ATEN ")  # case and spaces are tolerated
+    causal_conv1d_fn(x, w)
+    assert served().backend == "aten"
+    monkeypatch.setenv("CAUSAL_CONV1D_BACKEND", "auto")
+    causal_conv1d_fn(x, w)
+    assert (served().backend, served().requested) == ("cpu", "auto")
+
+
+def test_use_backend_nests_and_restores_on_error(lib, xw):
+    x, w = xw
+    with causal_conv1d.use_backend("aten"):
+        with causal_conv1d.use_backend("cpu"):
+            causal_conv1d_fn(x, w)
+            assert served().backend == "cpu"
+        causal_conv1d_fn(x, w)
+        assert served().backend == "aten"
+        with pytest.raises(ZeroDivisionError):
+            with causal_conv1d.use_backend("cpu"):
+                1 / 0
+        causal_conv1d_fn(x, w)
+        assert served().backend == "aten"
+    causal_conv1d_fn(x, w)
+    assert served().source == "default"
+
+
+def test_use_backend_is_per_thread(lib, xw):
+    x, w = xw
+    seen = {}
+
+    def worker():
+        causal_conv1d_fn(x, w)
+        seen["choice"] = causal_conv1d.last_backend()
+
+    with causal_conv1d.use_backend("aten"):
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        causal_conv1d_fn(x, w)
+        assert served().backend == "aten"
+    assert seen["choice"].backend == "cpu" and seen["choice"].source == "default"
+
+
+def test_last_backend_is_per_thread(lib, xw):
+    x, w = xw
+    causal_conv1d_fn(x, w, backend="aten")
+    seen = {}
+    t = threading.Thread(target=lambda: seen.setdefault("v", causal_conv1d.last_backend()))
+    t.start()
+    t.join()
+    assert seen["v"] is None
+    assert served().backend == "aten"
+
+
+def test_forced_nvrtc_on_host_tensors_raises(xw, fresh_dispatch):
+    x, w = xw
+    with pytest.raises(causal_conv1d.BackendUnavailableError, match=r"'nvrtc'.*argument backend=.*CUDA tensors"):
+        causal_conv1d_fn(x, w, backend="nvrtc")
+
+
+def test_forced_emulate_serves_or_says_why(lib, xw, fresh_dispatch):
+    """Whatever this build has: emulate either serves correctly, or raises the library's reason."""
+    x, w = xw
+    ok, why = lib.backend_available(_lib.BACKEND_EMULATE, _lib.DEVICE_CPU, 0)
+    if ok:
+        out = causal_conv1d_fn(x, w, backend="emulate")
+        assert served().backend == "emulate"
+        assert_matches(out, x, w)
+    else:
+        with pytest.raises(causal_conv1d.BackendUnavailableError) as info:
+            causal_conv1d_fn(x, w, backend="emulate")
+        assert why in str(info.value) and "'emulate'" in str(info.value)
+
+
+def test_meta_tensors_give_meta_outputs_without_warning(xw, fresh_dispatch):
+    """Meta tensors are shape-only: the op's fake implementation (custom op) or aten (plain
+    path) answers with outputs of the right shape and layout, and nothing warns."""
+    x, w = xw
+    xm = x.transpose(1, 2).contiguous().transpose(1, 2).to("meta")  # channel-last
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CausalConv1dWarning)
+        out, fs = causal_conv1d_fn(xm, w.to("meta"), return_final_states=True)
+    assert out.device.type == "meta" and out.shape == x.shape and fs.shape == (2, 8, 3)
+    assert out.stride() == xm.stride()
+
+
+# ---- simulated unavailability: the fallback path on this (GPU-less) machine ---------------
+
+
+@pytest.fixture
+def cpu_unavailable(lib, monkeypatch, fresh_dispatch):
+    """Make libcc1d's cpu backend report itself unavailable with a given reason."""
+    reasons = {"cpu": "simulated: the cpu backend is switched off for this test"}
+    real = lib.backend_available
+
+    def fake(backend, device_type, device_index):
+        if backend == _lib.BACKEND_CPU:
+            return False, reasons["cpu"]
+        return real(backend, device_type, device_index)
+
+    monkeypatch.setattr(lib, "backend_available", fake)
+    return reasons
+
+
+def test_fallback_warns_once_per_reason(cpu_unavailable, xw):
+    x, w = xw
+    with pytest.warns(CausalConv1dWarning) as rec:
+        out = causal_conv1d_fn(x, w)
+    msgs = [str(r.message) for r in rec if issubclass(r.category, CausalConv1dWarning)]
+    assert len(msgs) == 1
+    m = msgs[0]
+    assert "backend 'cpu'" in m and "simulated: the cpu backend is switched off" in m
+    assert "Falling back to 'aten'" in m and "CAUSAL_CONV1D_STRICT=1" in m
+    assert_matches(out, x, w)
+    c = served()
+    assert c.backend == "aten" and c.fallback_from[0][0] == "cpu" and "simulated" in c.reason
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CausalConv1dWarning)  # a repeat would raise here
+        causal_conv1d_fn(x, w)
+        causal_conv1d_fn(x, w, activation="silu")
+    assert served().backend == "aten"
+
+    # a different reason is a new warning
+    cpu_unavailable["cpu"] = "simulated: another reason"
+    _dispatch._clear_caches()
+    with pytest.warns(CausalConv1dWarning, match="another reason"):
+        causal_conv1d_fn(x, w)
+
+
+def test_strict_turns_fallback_into_error(cpu_unavailable, xw, monkeypatch):
+    x, w = xw
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "1")
+    with pytest.raises(StrictModeError, match=r"backend 'cpu'.*simulated.*Falling back to 'aten'.*STRICT") as info:
+        causal_conv1d_fn(x, w)
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_forced_backend_that_cannot_serve_raises(cpu_unavailable, xw):
+    x, w = xw
+    with pytest.raises(causal_conv1d.BackendUnavailableError, match=r"'cpu' \(requested by use_backend\(\)\).*simulated"):
+        with causal_conv1d.use_backend("cpu"):
+            causal_conv1d_fn(x, w)
+
+
+def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch):
+    """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
+    auto moves on to aten (with a warning) and remembers it."""
+    x, w = xw
+    calls = []
+
+    def failing_fwd(*a, **k):
+        calls.append(1)
+        raise _lib.LibraryRuntimeError(_lib.ERR_BACKEND_UNAVAILABLE, "simulated: worker threads could not start")
+
+    monkeypatch.setattr(lib, "fwd", failing_fwd)
+    with pytest.warns(CausalConv1dWarning, match="worker threads could not start"):
+        out = causal_conv1d_fn(x, w)
+    assert served().backend == "aten"
+    assert_matches(out, x, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CausalConv1dWarning)  # the same reason: no second warning
+        causal_conv1d_fn(x, w)
+    assert len(calls) == 1, "an unavailable backend is not retried on every call"
+    # forced: the same failure raises
+    with pytest.raises(causal_conv1d.BackendUnavailableError):
+        causal_conv1d_fn(x, w, backend="cpu")
+
+
+def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch):
+    """A CUDA/internal error from the library propagates; it is not hidden by a fallback."""
+    x, w = xw
+
+    def broken(*a, **k):
+        raise _lib.LibraryRuntimeError(_lib.ERR_INTERNAL, "simulated internal error")
+
+    monkeypatch.setattr(lib, "fwd", broken)
+    with pytest.raises(RuntimeError, match="simulated internal error"):
+        causal_conv1d_fn(x, w)
+
+
+def test_explain(lib):
+    e = causal_conv1d.explain_backend("cpu")
+    assert e["backend"] == "cpu" and e["requested"] == "auto" and not e["fallback"]
+    c = causal_conv1d.explain_backend("cuda")
+    if not torch.cuda.is_available():
+        assert c["rejected"][0]["backend"] == "nvrtc" and c["rejected"][0]["reason"]
+        assert c["backend"] == "cpu"  # the last resort: host copies
+    with causal_conv1d.use_backend("aten"):
+        assert causal_conv1d.explain_backend("cpu")["backend"] == "aten"
+
+
+def test_strict_values(cpu_unavailable, xw, monkeypatch):
+    x, w = xw
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "0")
+    with pytest.warns(CausalConv1dWarning, match="Falling back"):
+        causal_conv1d_fn(x, w)
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "maybe")  # unknown: strict, and says so once
+    with pytest.warns(CausalConv1dWarning, match="CAUSAL_CONV1D_STRICT='maybe'"):
+        with pytest.raises(StrictModeError):
+            causal_conv1d_fn(x, w)
