@@ -48,7 +48,7 @@ cc1d_add_test(test_nvrtc_units SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_units.cpp
 cc1d_add_test(test_nvrtc_choice SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_choice.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_cache SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_cache.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_discovery SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_discovery.cpp LIBS cc1d_static)
-set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery PROPERTIES LABELS nvrtc)
+set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery PROPERTIES LABELS "nvrtc;asan")
 target_compile_definitions(test_nvrtc_discovery PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
 add_dependencies(test_nvrtc_discovery ${CC1D_FAKE_TARGETS})
 
@@ -86,7 +86,7 @@ function(cc1d_backend_test scenario test_case)
     ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${cache};CC1D_TEST_COUNTING_DRIVER=${CC1D_COUNTING_CUDA};${T_ENV}"
     # Exactly one test case must run: a filter that matches nothing would pass silently.
     PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed"
-    SKIP_RETURN_CODE 77 LABELS nvrtc
+    SKIP_RETURN_CODE 77 LABELS "nvrtc;asan"
     ${T_PROPS})
 endfunction()
 

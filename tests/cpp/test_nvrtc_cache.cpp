@@ -33,7 +33,9 @@ CacheKey key(const std::string& variant = "cc1d::causal_conv1d_fwd_kernel<float,
   return CacheKey{"srchash", variant, CodeKind::Cubin, 90, "13.0", {"-arch=sm_90", "-std=c++17"}, CC1D_ABI_VERSION};
 }
 
-CompiledKernel kernel(const std::string& image = std::string("\x7f" "ELF fake image bytes\0\1\2", 26)) {
+const char kImage[] = "\x7f" "ELF fake image bytes\0\1\2";
+
+CompiledKernel kernel(const std::string& image = std::string(kImage, sizeof kImage - 1)) {
   CompiledKernel k;
   k.image = image;
   k.lowered_name = "_Z6kernelv";

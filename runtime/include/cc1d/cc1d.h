@@ -31,10 +31,14 @@
  *  - CAUSAL_CONV1D_LOG_LEVEL   trace|debug|info|warn|error|off (default warn).
  *  - CAUSAL_CONV1D_NUM_THREADS threads of the CPU backend (default: hardware concurrency).
  *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first.
+ *  - CAUSAL_CONV1D_NVRTC_SEARCH_PATH  colon-separated roots searched for NVRTC (each root
+ *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).
  *  - CAUSAL_CONV1D_CUDA_DRIVER path of the libcuda to load instead of libcuda.so.1 (tests).
  *  - CAUSAL_CONV1D_KERNEL_DIR  directory of kernel sources used instead of the embedded ones.
  *  - CAUSAL_CONV1D_CACHE_DIR   cubin cache directory (default $XDG_CACHE_HOME or
  *                              ~/.cache, then /causal_conv1d); "off" disables the disk cache.
+ *  - CAUSAL_CONV1D_CACHE_MAX_MB size cap of the disk cache in MiB (default 256, 0 = none);
+ *                              the least recently used entries are removed first.
  */
 #ifndef CC1D_CC1D_H
 #define CC1D_CC1D_H
