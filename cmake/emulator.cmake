@@ -23,4 +23,4 @@ target_compile_definitions(cc1d_objects PRIVATE CC1D_WITH_EMULATOR)
 # (width 1 has no window to shift) are expected. Optimise them even in Debug builds, or the
 # emulated test grid gets slow (one fiber per GPU thread, -O0 code, ASan).
 set_source_files_properties(${CC1D_EMU_KERNEL_TUS} PROPERTIES
-  COMPILE_OPTIONS "-Wno-unused-parameter;-Wno-unused-variable;-Wno-unused-but-set-variable;$<$<CONFIG:Debug>:-O1>")
+  COMPILE_OPTIONS "-Wno-unused-parameter;-Wno-unused-variable;-Wno-unused-but-set-variable;$<IF:$<CONFIG:Debug>,-O1,-Os>")

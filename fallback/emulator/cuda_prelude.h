@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "emu_types.h"
 
@@ -236,3 +237,31 @@ inline void cc1d_vec_store(T* p, const T (&in)[N]) {
   ::cc1d::emu::check_vector_access(p, N * sizeof(T), true);
   std::memcpy(p, in, N * sizeof(T));
 }
+
+// ---- the emulator's calling convention ------------------------------------------------------
+// trampoline<&kernel> adapts a __global__ function to void(void** args), where args is
+// cuLaunchKernel's kernelParams (one pointer per parameter, pointing at its value):
+//   __global__ void scale(float* x, float a, int n);
+//   emu::Launch l; l.fn = cc1d::emu::trampoline<&scale>;
+namespace cc1d {
+namespace emu {
+
+template <typename... A, size_t... I>
+inline void call_with_params(void (*kernel)(A...), void** args, std::index_sequence<I...>) {
+  kernel(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(args[I])...);
+}
+
+template <typename F>
+struct KernelArity;
+template <typename... A>
+struct KernelArity<void (*)(A...)> {
+  static constexpr size_t value = sizeof...(A);
+};
+
+template <auto Kernel>
+void trampoline(void** args) {
+  call_with_params(Kernel, args, std::make_index_sequence<KernelArity<decltype(Kernel)>::value>{});
+}
+
+}  // namespace emu
+}  // namespace cc1d

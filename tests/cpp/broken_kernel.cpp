@@ -1,6 +1,5 @@
 // broken_kernel.cpp — see broken_kernel.h. CUDA source compiled by the host compiler.
 #include "fallback/emulator/cuda_prelude.h"
-#include "fallback/emulator/trampoline.h"
 
 #include "broken_kernel.h"
 

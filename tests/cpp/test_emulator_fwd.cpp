@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "fallback/emulator/kernel_registry.h"
 #include "fwd_plan.h"
@@ -113,6 +114,9 @@ void run_case(const Case& c, std::mt19937& rng) {
 }  // namespace
 
 TEST_CASE("emulate: every forward variant against the float64 reference") {
+  setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);  // also set by ctest; read at every launch
+  const cc1d::emu::Stats before = cc1d::emu::stats();
+  int runs = 0;
   const uint64_t seed = std::random_device{}();
   INFO("rng seed " << seed);
   std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));
@@ -132,11 +136,15 @@ TEST_CASE("emulate: every forward variant against the float64 reference") {
             run_case({xdt, wdt, width, layout, 2, 4, 3, true, true, false, true, true}, rng);
             run_case({xdt, wdt, width, layout, 2, 3, 37, false, false, true, false, true}, rng);
           }
+          runs += layout == Layout::View ? 1 : 4;
         }
       }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("emulate grid: %lld output elements in %.2f s (reference included)\n",
               static_cast<long long>(g_elements), s);
+
+  // Every launch ran in checking mode (natural order, then shuffled, compared byte for byte).
+  CHECK(cc1d::emu::stats().checked_launches - before.checked_launches == static_cast<uint64_t>(runs));
 
   // Every one of the 144 host instantiations ran, and they are exactly fwd_plan's list.
   const std::vector<std::string> names = cc1d::all_fwd_kernels();

@@ -1,6 +1,5 @@
 // test_emulator_kernels.cpp — CUDA kernels compiled for the host; see test_emulator_kernels.h.
 #include "fallback/emulator/cuda_prelude.h"
-#include "fallback/emulator/trampoline.h"
 
 #include <pthread.h>
 #include <unistd.h>

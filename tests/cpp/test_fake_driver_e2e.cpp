@@ -203,6 +203,10 @@ int main(int argc, char** argv) {
   // Which NVRTCs does the runtime see here? Without one the GPU path cannot be exercised.
   const Child probe = spawn("report", {{"CAUSAL_CONV1D_CACHE_DIR", "off"}});
   const std::string report = probe.line("REPORT");
+  if (probe.exit_code != 0 || report.find("\"nvrtc_candidates\"") == std::string::npos) {
+    std::printf("FAILED: the report child did not produce a report (%s)\n", explain(probe).c_str());
+    return 1;  // a broken runtime must fail here, not be mistaken for a machine without NVRTC
+  }
   const size_t from = report.find("\"nvrtc_candidates\"");
   const size_t to = report.find("\"nvrtc_not_found\"");
   if (from != std::string::npos && to != std::string::npos) {
