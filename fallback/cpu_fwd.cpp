@@ -6,16 +6,12 @@
 //  - time-contiguous x (channel-first): one row (b, c) tile of time at a time, vectorised over t;
 //  - otherwise (channel-last, views): a (time x channel) tile, vectorised over c.
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "backend.h"
+#include "cpu_convert.h"
 #include "error.h"
 #include "thread_pool.h"
-
-#define CC1D_HD inline
-#include "kernels_src/cc1d_types.cuh"
 
 namespace cc1d {
 
@@ -26,19 +22,9 @@ constexpr int64_t kCLTimeTile = 64;    // channel-last tiling: time steps per ti
 constexpr int64_t kCLChanTile = 256;   // channel-last tiling: channels per tile
 
 float load(const void* base, cc1d_dtype dt, int64_t off) {
-  switch (dt) {
-    case CC1D_FLOAT16: return to_float(static_cast<const half_t*>(base)[off]);
-    case CC1D_BFLOAT16: return to_float(static_cast<const bf16_t*>(base)[off]);
-    default: return static_cast<const float*>(base)[off];
-  }
-}
-
-void store(void* base, cc1d_dtype dt, int64_t off, float v) {
-  switch (dt) {
-    case CC1D_FLOAT16: static_cast<half_t*>(base)[off] = from_float<half_t>(v); break;
-    case CC1D_BFLOAT16: static_cast<bf16_t*>(base)[off] = from_float<bf16_t>(v); break;
-    default: static_cast<float*>(base)[off] = v;
-  }
+  float v;
+  gather_fn(dt)(base, off, 1, 1, &v);
+  return v;
 }
 
 // x at time s of row (b, c), with initial states (or zeros) before 0.
@@ -54,13 +40,18 @@ int seq_at(const FwdProblem& p, int64_t b, int64_t s) {
   return static_cast<const int32_t*>(p.seq_idx.data)[b * p.seq_idx.strides[0] + s * p.seq_idx.strides[1]];
 }
 
-float activate(float v, bool use_silu) { return use_silu ? v / (1.f + std::exp(-v)) : v; }
-
 void write_final_states(const FwdProblem& p, int64_t b, int64_t c) {
   const TensorRef& f = p.final_states;
-  for (int j = 0; j < p.width - 1; ++j)
-    store(f.data, p.x_dtype, b * f.strides[0] + c * f.strides[1] + j * f.strides[2],
-          x_at(p, b, c, p.seqlen - (p.width - 1) + j));
+  float v[CC1D_MAX_WIDTH];
+  for (int j = 0; j < p.width - 1; ++j) v[j] = x_at(p, b, c, p.seqlen - (p.width - 1) + j);
+  scatter_fn(p.x_dtype)(f.data, b * f.strides[0] + c * f.strides[1], f.strides[2], p.width - 1, v);
+}
+
+// x[b, c, s0 .. s0+n) into dst, reading initial states (or zeros) for s < 0.
+void gather_x(const FwdProblem& p, GatherFn g, int64_t b, int64_t c, int64_t s0, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i < n && s0 + i < 0; ++i) dst[i] = x_at(p, b, c, s0 + i);
+  g(p.x.data, b * p.x.strides[0] + c * p.x.strides[1] + (s0 + i) * p.x.strides[2], p.x.strides[2], n - i, dst + i);
 }
 
 // out[t] = bias + sum_k w[k] * xin[t + k] for t in [0, n): xin holds n + W - 1 values.
@@ -80,7 +71,7 @@ void conv_row_seq(const float* xin, const int* seg, const float* w, float bias, 
     const int cur = seg[t + W - 1];
     float acc = bias;
     for (int k = 0; k < W; ++k) acc += seg[t + k] == cur ? w[k] * xin[t + k] : 0.f;
-    out[t] = cur < 0 ? 0.f : acc;  // padding tokens output 0 (applied after the activation below)
+    out[t] = acc;
   }
 }
 
@@ -101,25 +92,27 @@ void fwd_time_major(const FwdProblem& p) {
   parallel_for(rows * tiles, std::max<int64_t>(1, 16 / tiles), [&](int64_t begin, int64_t end) {
     std::vector<float> xin(kTimeTile + W - 1), out(kTimeTile);
     std::vector<int> seg(p.seq_idx.present() ? kTimeTile + W - 1 : 0);
+    const GatherFn gx = gather_fn(p.x_dtype);
+    const ScatterFn sx = scatter_fn(p.x_dtype);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / tiles, tile = item % tiles;
       const int64_t b = row / p.dim, c = row % p.dim;
       const int64_t t0 = tile * kTimeTile, n = std::min(kTimeTile, p.seqlen - t0);
       float w[CC1D_MAX_WIDTH];
-      for (int k = 0; k < W; ++k) w[k] = load(p.weight.data, p.w_dtype, c * p.weight.strides[0] + k * p.weight.strides[1]);
+      gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
       const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
-      for (int64_t i = 0; i < n + W - 1; ++i) xin[i] = x_at(p, b, c, t0 - (W - 1) + i);
+      gather_x(p, gx, b, c, t0 - (W - 1), n + W - 1, xin.data());
       if (p.seq_idx.present()) {
         for (int64_t i = 0; i < n + W - 1; ++i) seg[i] = seq_at(p, b, t0 - (W - 1) + i);
         Rows::seq[W - 1](xin.data(), seg.data(), w, bias, out.data(), n);
       } else {
         Rows::plain[W - 1](xin.data(), w, bias, out.data(), n);
       }
-      const int64_t obase = b * p.out.strides[0] + c * p.out.strides[1];
-      for (int64_t i = 0; i < n; ++i) {
-        const bool pad = p.seq_idx.present() && seg[i + W - 1] < 0;
-        store(p.out.data, p.x_dtype, obase + (t0 + i) * p.out.strides[2], pad ? 0.f : activate(out[i], p.silu));
-      }
+      if (p.silu) silu_inplace(out.data(), n);
+      if (p.seq_idx.present())
+        for (int64_t i = 0; i < n; ++i) out[i] = seg[i + W - 1] < 0 ? 0.f : out[i];  // padding tokens
+      sx(p.out.data, b * p.out.strides[0] + c * p.out.strides[1] + t0 * p.out.strides[2], p.out.strides[2], n,
+         out.data());
       if (p.final_states.present() && t0 + n == p.seqlen) write_final_states(p, b, c);
     }
   });
@@ -129,15 +122,23 @@ void fwd_time_major(const FwdProblem& p) {
 template <int W>
 void cl_tile(const FwdProblem& p, int64_t b, int64_t t0, int64_t nt, int64_t c0, int64_t nc,
              std::vector<float>& xin, std::vector<float>& wt, std::vector<float>& acc) {
-  // xin[(i) * nc + j] = x[b, c0+j, t0-W+1+i]; wt[k * nc + j] = w[c0+j, k]
-  for (int64_t i = 0; i < nt + W - 1; ++i)
-    for (int64_t j = 0; j < nc; ++j) xin[i * nc + j] = x_at(p, b, c0 + j, t0 - (W - 1) + i);
+  // xin[i * nc + j] = x[b, c0+j, t0-W+1+i]; wt[k * nc + j] = w[c0+j, k]
+  const GatherFn gx = gather_fn(p.x_dtype), gw = gather_fn(p.w_dtype);
+  for (int64_t i = 0; i < nt + W - 1; ++i) {
+    const int64_t s = t0 - (W - 1) + i;
+    if (s >= 0)
+      gx(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + s * p.x.strides[2], p.x.strides[1], nc, &xin[i * nc]);
+    else
+      for (int64_t j = 0; j < nc; ++j) xin[i * nc + j] = x_at(p, b, c0 + j, s);
+  }
   for (int k = 0; k < W; ++k)
-    for (int64_t j = 0; j < nc; ++j)
-      wt[k * nc + j] = load(p.weight.data, p.w_dtype, (c0 + j) * p.weight.strides[0] + k * p.weight.strides[1]);
-  for (int64_t j = 0; j < nc; ++j)
-    acc[j] = p.bias.present() ? load(p.bias.data, p.w_dtype, (c0 + j) * p.bias.strides[0]) : 0.f;
+    gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &wt[k * nc]);
+  if (p.bias.present())
+    gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, acc.data());
+  else
+    std::fill(acc.begin(), acc.begin() + nc, 0.f);
   std::vector<float> o(nc);
+  const ScatterFn sx = scatter_fn(p.x_dtype);
   for (int64_t t = 0; t < nt; ++t) {
     const int cur = p.seq_idx.present() ? seq_at(p, b, t0 + t) : 0;
     std::copy(acc.begin(), acc.begin() + nc, o.begin());
@@ -147,10 +148,10 @@ void cl_tile(const FwdProblem& p, int64_t b, int64_t t0, int64_t nt, int64_t c0,
       const float* wr = &wt[k * nc];
       for (int64_t j = 0; j < nc; ++j) o[j] += wr[j] * xr[j];
     }
-    const bool pad = p.seq_idx.present() && cur < 0;
-    const int64_t obase = b * p.out.strides[0] + (t0 + t) * p.out.strides[2];
-    for (int64_t j = 0; j < nc; ++j)
-      store(p.out.data, p.x_dtype, obase + (c0 + j) * p.out.strides[1], pad ? 0.f : activate(o[j], p.silu));
+    if (p.silu) silu_inplace(o.data(), nc);
+    if (p.seq_idx.present() && cur < 0) std::fill(o.begin(), o.end(), 0.f);  // a padding token
+    sx(p.out.data, b * p.out.strides[0] + c0 * p.out.strides[1] + (t0 + t) * p.out.strides[2], p.out.strides[1], nc,
+       o.data());
   }
 }
 

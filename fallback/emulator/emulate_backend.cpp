@@ -41,7 +41,7 @@ class EmulateBackend final : public Backend {
                     "(a debugging tool, not a fast path)");
     void* args[] = {&l.params};
     const emu::LaunchOptions options = emu::options_from_env();
-    emu::launch_host_kernel(*k, dim3(l.grid), dim3(l.block), l.shared_bytes, args, options);
+    emu::launch_host_kernel(*k, dim3(l.grid, l.grid_y), dim3(l.block), l.shared_bytes, args, options);
     ++launches_;
   }
 

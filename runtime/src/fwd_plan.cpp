@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "error.h"
+
 namespace cc1d {
 
 const char* kernel_type_name(cc1d_dtype dtype) {
@@ -68,9 +70,14 @@ FwdLaunch plan_fwd(const FwdProblem& pr) {
     p.num_channel_blocks = (pr.dim + kFwdThreads - 1) / kFwdThreads;
   }
   p.num_time_chunks = (pr.seqlen + span - 1) / span;
-  const long long blocks = pr.batch * p.num_channel_blocks * p.num_time_chunks;
-  // The kernel strides over blocks, so cap the grid well under the 2^31-1 limit.
-  l.grid = (unsigned)std::min<long long>(std::max<long long>(blocks, 1), 1LL << 30);
+  const long long per_batch = p.num_channel_blocks * p.num_time_chunks;
+  if (per_batch >= (1LL << 32))
+    fail(CC1D_ERR_UNSUPPORTED, "causal_conv1d forward: " + std::to_string(per_batch) +
+                                   " thread blocks per batch row exceed the kernel's 32-bit block index; "
+                                   "split the call along dim or seqlen");
+  // The kernel strides over both axes, so the grid is capped under the hardware limits.
+  l.grid = (unsigned)std::min<long long>(std::max<long long>(per_batch, 1), (1LL << 31) - 1);
+  l.grid_y = (unsigned)std::min<long long>(std::max<long long>(pr.batch, 1), 65535);
   l.block = kFwdThreads;
   l.kernel = fwd_kernel_name(pr.x_dtype, pr.w_dtype, pr.width, layout);
   return l;

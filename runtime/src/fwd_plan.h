@@ -12,7 +12,8 @@ namespace cc1d {
 struct FwdLaunch {
   FwdParams params{};
   std::string kernel;  // NVRTC name expression, e.g. "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>"
-  unsigned grid = 1;   // 1-D grid (the kernel is block-strided, so this may be capped)
+  unsigned grid = 1;    // grid.x: (channel block, time chunk) pairs, capped (the kernel strides)
+  unsigned grid_y = 1;  // grid.y: batches, capped at 65535 (the kernel strides)
   unsigned block = kFwdThreads;
   unsigned shared_bytes = 0;
 };

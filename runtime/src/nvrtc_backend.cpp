@@ -85,10 +85,10 @@ class NvrtcRuntime {
     void* args[] = {&params};
     const CudaDriver& drv = *env_.driver.driver;
     ContextGuard ctx(drv, context(dev));
-    const CUresult r = drv.api().cuLaunchKernel(k.function, launch.grid, 1, 1, launch.block, 1, 1,
+    const CUresult r = drv.api().cuLaunchKernel(k.function, launch.grid, launch.grid_y, 1, launch.block, 1, 1,
                                                 launch.shared_bytes, static_cast<CUstream>(stream), args, nullptr);
     if (r != kCudaSuccess)
-      fail(CC1D_ERR_CUDA, "cuLaunchKernel(" + launch.kernel + ", grid " + std::to_string(launch.grid) +
+      fail(CC1D_ERR_CUDA, "cuLaunchKernel(" + launch.kernel + ", grid (" + std::to_string(launch.grid) + ", " + std::to_string(launch.grid_y) + ")" +
                               ", block " + std::to_string(launch.block) + ") on device " +
                               std::to_string(problem.device_index) + ": " + drv.describe(r));
   }

@@ -37,6 +37,9 @@
  *  - CAUSAL_CONV1D_KERNEL_DIR  directory of kernel sources used instead of the embedded ones.
  *  - CAUSAL_CONV1D_CACHE_DIR   cubin cache directory (default $XDG_CACHE_HOME or
  *                              ~/.cache, then /causal_conv1d); "off" disables the disk cache.
+ *  - CAUSAL_CONV1D_EMULATE_CHECK 1: the emulate backend runs each launch twice (natural, then
+ *                              shuffled thread order between barriers) and fails on a difference.
+ *  - CAUSAL_CONV1D_EMULATE_SEED  seed of that shuffled order, to reproduce a reported mismatch.
  *  - CAUSAL_CONV1D_CACHE_MAX_MB size cap of the disk cache in MiB (default 256, 0 = none);
  *                              the least recently used entries are removed first.
  */
