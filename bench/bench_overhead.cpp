@@ -3,8 +3,9 @@
 // On a machine without a GPU this measures, on a tiny problem:
 //  1. the CPU backend: validation, dispatch and the (tiny) computation;
 //  2. the NVRTC backend with the launch stubbed: validation, dispatch, planning, the kernel
-//     lookup, context push/pop and a cuLaunchKernel that returns at once (the counting fake
-//     driver, loaded through CAUSAL_CONV1D_CUDA_DRIVER exactly like libcuda.so.1);
+//     lookup, context push/pop and a cuLaunchKernel that returns at once (the fake driver of
+//     tests/fake_driver/ with CC1D_FAKE_EXECUTE=0, loaded through CAUSAL_CONV1D_CUDA_DRIVER
+//     exactly like libcuda.so.1);
 //  3. plan_fwd alone, the part of (2) that builds the launch.
 // With a GPU, run it with CAUSAL_CONV1D_CUDA_DRIVER unset and --real to time real launches.
 #include <algorithm>
@@ -77,7 +78,10 @@ double run_backend(int backend, int device, void* stream) {
 int main(int argc, char** argv) {
   const bool real = argc > 1 && !std::strcmp(argv[1], "--real");
 #ifdef CC1D_BENCH_FAKE_DRIVER
-  if (!real) setenv("CAUSAL_CONV1D_CUDA_DRIVER", CC1D_BENCH_FAKE_DRIVER, 0);
+  if (!real) {
+    setenv("CAUSAL_CONV1D_CUDA_DRIVER", CC1D_BENCH_FAKE_DRIVER, 0);
+    setenv("CC1D_FAKE_EXECUTE", "0", 0);  // the fake records the launch, runs nothing
+  }
 #endif
   setenv("CAUSAL_CONV1D_NUM_THREADS", "1", 0);
   std::printf("warm per-call host overhead, tiny problem (1, 8, 16), width 4, fp32, silu\n");

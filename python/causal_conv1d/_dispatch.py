@@ -263,7 +263,8 @@ def run_fwd(x, weight, bias, seq_idx, initial_states, out, final_states, silu: b
                 copies = _run_lib(name, x, weight, bias, seq_idx, initial_states, out, final_states, silu)
         except _lib.LibraryRuntimeError as e:
             retryable = e.status in (_lib.ERR_UNSUPPORTED, _lib.ERR_BACKEND_UNAVAILABLE, _lib.ERR_COMPILE)
-            if e.status == _lib.ERR_BACKEND_UNAVAILABLE:
+            # Remember the failure so later calls neither retry a broken compile nor warn again.
+            if e.status in (_lib.ERR_BACKEND_UNAVAILABLE, _lib.ERR_COMPILE):
                 if name == "nvrtc":
                     _mark_unavailable(name, _lib.DEVICE_CUDA, x.device.index or 0, str(e))
                 else:

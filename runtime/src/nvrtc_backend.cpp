@@ -214,7 +214,9 @@ LoadedKernel NvrtcRuntime::build(DeviceState& dev, const std::string& name) {
       std::string hint = r == kCudaErrorUnsupportedPtxVersion
                              ? "; the PTX is newer than this driver can JIT: update the NVIDIA driver"
                              : "; please report this with the cc1d_report() output";
-      fail(CC1D_ERR_CUDA, "cuModuleLoadData failed for " + name + " (" + what + "): " + drv.describe(r) + hint);
+      // The driver cannot run this image here (too old for the PTX, a mismatched cubin): the
+      // backend is unusable on this device, and callers fall back.
+      fail(CC1D_ERR_BACKEND_UNAVAILABLE, "cuModuleLoadData failed for " + name + " (" + what + "): " + drv.describe(r) + hint);
     }
     r = drv.api().cuModuleGetFunction(&k.function, k.module, ck.lowered_name.c_str());
     if (r != kCudaSuccess) {

@@ -1,6 +1,7 @@
 # gpu_tests.cmake — tests of the NVRTC backend (included by tests/cpp/CMakeLists.txt).
-# None needs a GPU: NVRTC compiles for any SM here, a counting fake driver stands in for
-# libcuda at the launch boundary, and fake libnvrtc files exercise discovery.
+# None needs a GPU: NVRTC compiles for any SM here, the fake libcuda (tests/fake_driver/) stands
+# in for the driver and runs the launches through the emulator, and fake libnvrtc files
+# exercise discovery.
 
 set(CC1D_GPU_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR})
 set(CC1D_FAKE_TREE ${CMAKE_CURRENT_BINARY_DIR}/fake_nvrtc_tree)
@@ -36,12 +37,10 @@ file(MAKE_DIRECTORY ${CC1D_FAKE_TREE}/toolkit/lib64)
 file(CREATE_LINK libnvrtc.so.12 ${CC1D_FAKE_TREE}/toolkit/lib64/libnvrtc.so SYMBOLIC)
 file(WRITE ${CC1D_FAKE_TREE}/toolkit/lib64/libnvrtc-builtins.so.12.8 "not a library either\n")
 
-# ---- the counting fake driver (stands in for libcuda.so.1) --------------------------------
-add_library(cc1d_counting_cuda SHARED ${CC1D_GPU_TEST_DIR}/fake_nvrtc/counting_driver.cpp
-                                      ${PROJECT_SOURCE_DIR}/runtime/src/cubin_elf.cpp)
-target_include_directories(cc1d_counting_cuda PRIVATE ${PROJECT_SOURCE_DIR})
-set_target_properties(cc1d_counting_cuda PROPERTIES CXX_VISIBILITY_PRESET hidden)
-set(CC1D_COUNTING_CUDA $<TARGET_FILE:cc1d_counting_cuda>)
+# ---- the fake libcuda (stands in for libcuda.so.1; built on the emulator) -----------------
+if(CC1D_BUILD_EMULATOR)
+  include(${PROJECT_SOURCE_DIR}/tests/fake_driver/fake_driver.cmake)
+endif()
 
 # ---- unit tests (internal symbols, no library needed) -------------------------------------
 cc1d_add_test(test_nvrtc_units SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_units.cpp LIBS cc1d_static)
@@ -66,7 +65,9 @@ add_executable(test_nvrtc_backend ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend.cpp)
 target_link_libraries(test_nvrtc_backend PRIVATE doctest::doctest cc1d::cc1d ${CMAKE_DL_LIBS} Threads::Threads)
 target_include_directories(test_nvrtc_backend PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}
                            ${PROJECT_SOURCE_DIR}/runtime/include)
-add_dependencies(test_nvrtc_backend cc1d_counting_cuda)
+if(TARGET cc1d_fake_cuda)
+  add_dependencies(test_nvrtc_backend cc1d_fake_cuda)
+endif()
 
 set(CC1D_BROKEN_KERNELS ${CMAKE_CURRENT_BINARY_DIR}/broken_kernels)
 file(GLOB _kernels ${PROJECT_SOURCE_DIR}/kernels_src/*)
@@ -83,19 +84,23 @@ function(cc1d_backend_test scenario test_case)
   set(cache ${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/${scenario})
   add_test(NAME nvrtc_backend.${scenario} COMMAND test_nvrtc_backend "--test-case=${test_case}")
   set_tests_properties(nvrtc_backend.${scenario} PROPERTIES
-    ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${cache};CC1D_TEST_COUNTING_DRIVER=${CC1D_COUNTING_CUDA};${T_ENV}"
+    ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${cache};CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${T_ENV}"
     # Exactly one test case must run: a filter that matches nothing would pass silently.
     PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed"
     SKIP_RETURN_CODE 77 LABELS "nvrtc;asan"
     ${T_PROPS})
 endfunction()
 
-set(_fake CAUSAL_CONV1D_CUDA_DRIVER=${CC1D_COUNTING_CUDA})
+set(_fake CAUSAL_CONV1D_CUDA_DRIVER=${CC1D_FAKE_DRIVER_PATH})
 cc1d_backend_test(missing_driver "missing driver" ENV CAUSAL_CONV1D_CUDA_DRIVER=/nonexistent/libcuda.so.1)
 if(EXISTS /usr/local/cuda/lib64/stubs/libcuda.so)
   cc1d_backend_test(stub_driver "stub driver" ENV CAUSAL_CONV1D_CUDA_DRIVER=/usr/local/cuda/lib64/stubs/libcuda.so)
 else()
   message(STATUS "nvrtc_backend.stub_driver not registered: /usr/local/cuda/lib64/stubs/libcuda.so is absent")
+endif()
+if(NOT TARGET cc1d_fake_cuda)
+  message(STATUS "nvrtc_backend scenarios on the fake libcuda not registered: it needs CC1D_BUILD_EMULATOR=ON")
+  return()
 endif()
 cc1d_backend_test(no_device "no device" ENV ${_fake} CC1D_FAKE_INIT_RESULT=100)
 cc1d_backend_test(launch "launch" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=90)
@@ -105,8 +110,8 @@ cc1d_backend_test(compile_error "compile error" COMPILES ENV ${_fake} CAUSAL_CON
 cc1d_backend_test(future_sm_ptx "future SM gets PTX" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=130)
 cc1d_backend_test(old_sm "SM below every NVRTC" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=30)
 cc1d_backend_test(old_driver "driver older than NVRTC" ENV ${_fake} CC1D_FAKE_DRIVER_VERSION=11040)
-cc1d_backend_test(launch_error "launch error" COMPILES ENV ${_fake} CC1D_FAKE_LAUNCH_RESULT=700)
+cc1d_backend_test(launch_error "launch error" COMPILES ENV ${_fake} CC1D_FAKE_LAUNCH_RESULT=719)
 cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} PROPS FIXTURES_SETUP nvrtc_disk_cache)
 cc1d_backend_test(cache_warm "disk cache warm" COMPILES ENV ${_fake} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
 set_tests_properties(nvrtc_backend.cache_warm PROPERTIES ENVIRONMENT
-  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_COUNTING_DRIVER=${CC1D_COUNTING_CUDA};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
+  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")

@@ -1,7 +1,8 @@
 // test_fake_driver.cpp — the fake libcuda itself, called directly through dlopen: devices and
-// versions from the environment, cuGetProcAddress, context rules, the image checks a real
-// driver makes (cubin SM, PTX ISA), lowered-name lookup, launches run by the emulator, the
-// fault switches and the counters. Kernel images are synthetic ELF/PTX here (no NVRTC needed);
+// versions from the environment (one SM per device too), cuGetProcAddress and the names it is
+// asked for, context rules, the image checks a real driver makes (cubin SM, PTX ISA),
+// lowered-name lookup, launches run by the emulator or only recorded, forced init/launch
+// results, the fault switches and the counters. Kernel images are synthetic ELF/PTX here (no NVRTC needed);
 // test_fake_driver_e2e.cpp feeds it real NVRTC cubins through the real runtime.
 #include <doctest/doctest.h>
 
@@ -46,6 +47,7 @@ struct Api {
   int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
   int (*err_name)(int, const char**);
   int (*proc_v2)(const char*, void**, int, uint64_t, int*);
+  int (*proc_v1)(const char*, void**, int, uint64_t);
   int (*mem_alloc)(unsigned long long*, size_t);
   int (*stream_sync)(void*);
   void (*counters)(cc1d_fake_counters*);
@@ -53,6 +55,8 @@ struct Api {
   int (*last_launch)(cc1d_fake_launch*);
   const char* (*last_error)();
   void (*reconfigure)();
+  long (*proc_requests)(const char*);
+  const char* (*requested_proc)(int);
   Api() {
     h = dlopen(CC1D_FAKE_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
     REQUIRE_MESSAGE(h != nullptr, dlerror());
@@ -72,6 +76,7 @@ struct Api {
     launch = get<decltype(launch)>("cuLaunchKernel");
     err_name = get<decltype(err_name)>("cuGetErrorName");
     proc_v2 = get<decltype(proc_v2)>("cuGetProcAddress_v2");
+    proc_v1 = get<decltype(proc_v1)>("cuGetProcAddress");
     mem_alloc = get<decltype(mem_alloc)>("cuMemAlloc_v2");
     stream_sync = get<decltype(stream_sync)>("cuStreamSynchronize");
     counters = get<decltype(counters)>("cc1d_fake_get_counters");
@@ -79,6 +84,8 @@ struct Api {
     last_launch = get<decltype(last_launch)>("cc1d_fake_last_launch");
     last_error = get<decltype(last_error)>("cc1d_fake_last_error");
     reconfigure = get<decltype(reconfigure)>("cc1d_fake_reconfigure");
+    proc_requests = get<decltype(proc_requests)>("cc1d_fake_proc_requests");
+    requested_proc = get<decltype(requested_proc)>("cc1d_fake_requested_proc");
   }
 };
 
@@ -95,7 +102,9 @@ void configure(const char* sm, const char* devices = nullptr, const char* versio
   set("CC1D_FAKE_DEVICE_COUNT", devices);
   set("CC1D_FAKE_DRIVER_VERSION", version);
   set("CC1D_FAKE_FAULT", fault);
-  unsetenv("CC1D_FAKE_SM_COUNT");
+  for (const char* k : {"CC1D_FAKE_SM_COUNT", "CC1D_FAKE_DEVICES", "CC1D_FAKE_INIT_RESULT", "CC1D_FAKE_LAUNCH_RESULT",
+                        "CC1D_FAKE_EXECUTE"})
+    unsetenv(k);
   api().reconfigure();
 }
 
@@ -318,6 +327,12 @@ TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launche
   CHECK(c.launch == 1);
   CHECK(c.mem_alloc + c.mem_free + c.memcpy + c.memset + c.synchronize == 0);
 
+  cc1d::FwdParams recorded{};
+  REQUIRE(last.params_bytes == sizeof recorded);
+  std::memcpy(&recorded, last.params, sizeof recorded);
+  CHECK(std::memcmp(&recorded, &params, sizeof recorded) == 0);  // the parameter as launched
+  CHECK(c.ptx_loads == 0);
+
   // What a real driver refuses.
   CHECK(api().launch(f, 1, 1, 1, 2048, 1, 1, 0, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
   CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 64 * 1024, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
@@ -388,4 +403,155 @@ TEST_CASE("allocation and synchronisation entry points are counted") {
   CHECK(c.mem_alloc == 0);
   CHECK(c.synchronize == 0);
   std::free(reinterpret_cast<void*>(dptr));
+}
+
+TEST_CASE("CC1D_FAKE_DEVICES: one SM per device, over CC1D_FAKE_SM and CC1D_FAKE_DEVICE_COUNT") {
+  configure("86", "3");
+  setenv("CC1D_FAKE_DEVICES", "90,80", 1);
+  api().reconfigure();
+  REQUIRE(api().init(0) == 0);
+  int n = 0, major = 0, minor = 0;
+  CHECK(api().count(&n) == 0);
+  CHECK(n == 2);
+  char name[128];
+  for (int dev : {0, 1}) {
+    CAPTURE(dev);
+    CHECK(api().attr(&major, 75, dev) == 0);
+    CHECK(api().attr(&minor, 76, dev) == 0);
+    CHECK(major * 10 + minor == (dev == 0 ? 90 : 80));
+    CHECK(api().name(name, sizeof name, dev) == 0);
+    CHECK(std::string(name).find(dev == 0 ? "sm_90" : "sm_80") != std::string::npos);
+  }
+  CHECK(api().attr(&major, 75, 2) == FAKE_CUDA_ERROR_INVALID_DEVICE);
+  // Images are checked against the SM of the current context's device.
+  const std::string sm80 = make_cubin(80, {kLowered}), sm90 = make_cubin(90, {kLowered});
+  void* ctx[2] = {nullptr, nullptr};
+  void* module = nullptr;
+  void* popped = nullptr;
+  for (int dev : {0, 1}) {
+    CAPTURE(dev);
+    REQUIRE(api().retain(&ctx[dev], dev) == 0);
+    REQUIRE(api().push(ctx[dev]) == 0);
+    CHECK(api().load(&module, (dev == 0 ? sm80 : sm90).data()) == FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU);
+    REQUIRE(api().load(&module, (dev == 0 ? sm90 : sm80).data()) == 0);
+    CHECK(api().unload(module) == 0);
+    CHECK(api().pop(&popped) == 0);
+    CHECK(api().release(dev) == 0);
+  }
+  setenv("CC1D_FAKE_DEVICES", "", 1);  // set but empty: no device at all
+  api().reconfigure();
+  CHECK(api().init(0) == FAKE_CUDA_ERROR_NO_DEVICE);
+  configure("90");
+}
+
+TEST_CASE("CC1D_FAKE_INIT_RESULT and CC1D_FAKE_LAUNCH_RESULT") {
+  configure("90", nullptr, nullptr, "no_device");
+  setenv("CC1D_FAKE_INIT_RESULT", "35", 1);  // the variable wins over the fault shorthand
+  api().reconfigure();
+  int n = 0;
+  CHECK(api().init(0) == 35);
+  CHECK(api().count(&n) == FAKE_CUDA_ERROR_NOT_INITIALIZED);
+  CHECK(std::string(api().last_error()).find("CC1D_FAKE_INIT_RESULT=35") != std::string::npos);
+
+  configure("90");
+  setenv("CC1D_FAKE_LAUNCH_RESULT", "700", 1);
+  api().reconfigure();
+  Session s;
+  void* module = nullptr;
+  void* f = nullptr;
+  const std::string img = make_cubin(90, {kLowered});
+  REQUIRE(api().load(&module, img.data()) == 0);
+  REQUIRE(api().function(&f, module, kLowered) == 0);
+  cc1d::FwdParams params{};  // all null: it must not run
+  void* args[] = {&params};
+  api().reset();
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 0, nullptr, args, nullptr) == 700);
+  // Still checked first, as the real driver validates before it fails asynchronously.
+  CHECK(api().launch(f, 1, 1, 1, 2048, 1, 1, 0, nullptr, args, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
+  const char* name = nullptr;
+  CHECK(api().err_name(700, &name) == 0);
+  CHECK(std::string(name) == "CUDA_ERROR_ILLEGAL_ADDRESS");
+  cc1d_fake_counters c{};
+  api().counters(&c);
+  CHECK(c.launch == 2);
+  CHECK(api().unload(module) == 0);
+  configure("90");
+}
+
+TEST_CASE("CC1D_FAKE_EXECUTE=0 checks and records a launch, and runs nothing") {
+  configure("90");
+  setenv("CC1D_FAKE_EXECUTE", "0", 1);
+  api().reconfigure();
+  Session s;
+  HostTensor x = make_x(CC1D_FLOAT32, 1, 3, 20, Layout::ChannelFirst);
+  HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {3, 4});
+  HostTensor out = make_x(CC1D_FLOAT32, 1, 3, 20, Layout::ChannelFirst);
+  out.fill_all(NAN);
+  for (HostTensor* t : {&x, &w, &out}) t->t.device_type = CC1D_DEVICE_CUDA;
+  cc1d_fwd_args a{};
+  a.struct_size = sizeof a;
+  a.x = &x.t;
+  a.weight = &w.t;
+  a.out = &out.t;
+  const cc1d::FwdLaunch plan = cc1d::plan_fwd(cc1d::validate_fwd(&a));
+  void* module = nullptr;
+  void* f = nullptr;
+  const std::string img = make_cubin(90, {kLowered});
+  REQUIRE(api().load(&module, img.data()) == 0);
+  REQUIRE(api().function(&f, module, kLowered) == 0);
+  cc1d::FwdParams params = plan.params;
+  void* args[] = {&params};
+  REQUIRE(api().launch(f, plan.grid, 1, 1, plan.block, 1, 1, 0, reinterpret_cast<void*>(0x77), args, nullptr) == 0);
+  CHECK(std::isnan(out.get(0)));  // untouched
+  cc1d_fake_launch last{};
+  REQUIRE(api().last_launch(&last) == 1);
+  CHECK(last.stream == reinterpret_cast<void*>(0x77));
+  REQUIRE(last.params_bytes == sizeof params);
+  CHECK(std::memcmp(last.params, &params, sizeof params) == 0);
+  CHECK(api().launch(f, 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr) == FAKE_CUDA_ERROR_INVALID_VALUE);
+  CHECK(api().unload(module) == 0);
+  configure("90");
+}
+
+TEST_CASE("cuGetProcAddress records every name it is asked for; PTX loads are counted") {
+  configure("90");
+  REQUIRE(api().init(0) == 0);
+  api().reset();
+  void* p = nullptr;
+  int status = -1;
+  CHECK(api().proc_v2("cuInit", &p, 12000, 0, &status) == 0);
+  CHECK(api().proc_v2("cuInit", &p, 12000, 0, &status) == 0);
+  CHECK(api().proc_v2("cuMemAlloc_v2", &p, 12000, 0, &status) == FAKE_CUDA_ERROR_NOT_FOUND);
+  CHECK(api().proc_v1("cuMemAlloc", &p, 12000, 0) == 0);  // served, and recorded as asked
+  CHECK(api().proc_requests("cuInit") == 2);
+  CHECK(api().proc_requests("cuMemAlloc") == 1);
+  CHECK(api().proc_requests("cuLaunchKernel") == 0);
+  CHECK(api().proc_requests(nullptr) == 3);
+  CHECK(std::string(api().requested_proc(0)) == "cuInit");
+  CHECK(std::string(api().requested_proc(1)) == "cuMemAlloc_v2");
+  CHECK(std::string(api().requested_proc(2)) == "cuMemAlloc");
+  CHECK(api().requested_proc(3) == nullptr);
+  CHECK(api().requested_proc(-1) == nullptr);
+  cc1d_fake_counters c{};
+  api().counters(&c);
+  CHECK(c.get_proc_address == 4);
+  CHECK(c.get_proc_address_v2 == 3);
+  CHECK(c.proc_not_found == 1);
+
+  Session s;
+  const std::string ptx = std::string(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry ") + kLowered +
+                          "(\n.param .align 8 .b8 p[256])\n{ ret; }\n";
+  const std::string cubin = make_cubin(90, {kLowered});
+  void* m1 = nullptr;
+  void* m2 = nullptr;
+  REQUIRE(api().load(&m1, ptx.c_str()) == 0);
+  REQUIRE(api().load(&m2, cubin.data()) == 0);
+  api().counters(&c);
+  CHECK(c.module_load == 2);
+  CHECK(c.ptx_loads == 1);
+  CHECK(api().unload(m1) == 0);
+  CHECK(api().unload(m2) == 0);
+  api().reset();
+  CHECK(api().proc_requests(nullptr) == 0);
+  CHECK(api().requested_proc(0) == nullptr);
 }

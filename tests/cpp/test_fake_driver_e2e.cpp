@@ -71,6 +71,7 @@ Child spawn(const std::string& scenario, const Env& env) {
   const pid_t pid = fork();
   if (pid == 0) {
     for (const char* k : {"CC1D_FAKE_SM", "CC1D_FAKE_DEVICE_COUNT", "CC1D_FAKE_DRIVER_VERSION", "CC1D_FAKE_FAULT",
+                          "CC1D_FAKE_DEVICES", "CC1D_FAKE_INIT_RESULT", "CC1D_FAKE_LAUNCH_RESULT", "CC1D_FAKE_EXECUTE",
                           "CAUSAL_CONV1D_BACKEND", "CAUSAL_CONV1D_STRICT", "CAUSAL_CONV1D_NVRTC"})
       unsetenv(k);
     setenv("CAUSAL_CONV1D_CUDA_DRIVER", CC1D_FAKE_DRIVER_PATH, 1);
@@ -138,7 +139,7 @@ TEST_CASE("CUDA-graph safety: the launch path never allocates, copies or synchro
   CHECK(c.line("TOTAL") == "alloc=0 free=0 memcpy=0 memset=0 sync=0");
   // After the first call: each further call is exactly one launch in a pushed/popped context.
   CHECK(c.line("STEADY") == "launch=5 push=5 pop=5 load=0 get_function=0 alloc=0 memcpy=0 memset=0 sync=0");
-  CHECK(c.line("LAST") == std::string("stream=0x1234 grid=6,1,1 block=128,1,1 shared=0 kernel=") + kGraphLowered);
+  CHECK(c.line("LAST") == std::string("stream=0x1234 grid=3,2,1 block=128,1,1 shared=0 kernel=") + kGraphLowered);
 }
 
 TEST_CASE("an old driver makes the nvrtc backend unavailable, with the reason") {
@@ -164,7 +165,7 @@ TEST_CASE("fault switches surface as the right status and message") {
       {{{"CC1D_FAKE_FAULT", "no_device"}}, 5, "no CUDA GPU visible"},
       {{{"CC1D_FAKE_DEVICE_COUNT", "0"}}, 5, "no CUDA GPU visible"},
       {{{"CC1D_FAKE_FAULT", "stub"}}, 5, "stub"},
-      {{{"CC1D_FAKE_FAULT", "module_load"}}, 7, "CUDA_ERROR_INVALID_IMAGE"},
+      {{{"CC1D_FAKE_FAULT", "module_load"}}, 5, "CUDA_ERROR_INVALID_IMAGE"},  // callers fall back
       {{{"CC1D_FAKE_FAULT", "launch"}}, 7, "CUDA_ERROR_LAUNCH_FAILED"},
   };
   for (const Fault& f : faults) {

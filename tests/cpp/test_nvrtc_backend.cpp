@@ -1,14 +1,19 @@
 // The NVRTC backend through the public C ABI, one scenario per process (the environment is read
 // at first use; gpu_tests.cmake registers each test case as its own ctest with its environment).
-// Without a GPU, the counting fake driver stands in for libcuda.so.1: it checks what a real
-// driver would (a current context, a cubin for the device's SM, the symbol in the image) and
-// counts every call, so the launch path can be verified exactly. NVRTC and kernels are real.
+// Without a GPU, the fake libcuda (tests/fake_driver/) stands in for libcuda.so.1: it checks
+// what a real driver would (a current context, a cubin for the device's SM, the symbol in the
+// image), counts every call and every name asked of cuGetProcAddress, so the launch path can be
+// verified exactly, and runs each launch through the emulator on the tests' host buffers, so
+// the results are checked too. NVRTC and kernels are real.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <random>
 #include <map>
 #include <string>
 #include <thread>
@@ -16,44 +21,92 @@
 
 #include "kernels_src/fwd_params.h"
 #include "test_support.h"
+#include "tests/fake_driver/fake_cuda.h"
 
 using namespace cc1d_test;
 
 namespace {
 
-struct FakeLaunch {  // mirrors counting_driver.cpp
-  unsigned grid[3], block[3], shared;
-  void* stream;
-  cc1d::FwdParams params;
-  char function[256];
-};
+// The entry points libcc1d may resolve (docs/TEAM_NOTES.md): nothing that allocates, copies or
+// synchronises.
+const char* const kAllowedProcs[] = {
+    "cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetAttribute",
+    "cuDeviceGetName", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxPushCurrent",
+    "cuCtxPopCurrent", "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel",
+    "cuGetErrorString", "cuGetErrorName"};
 
 void* fake_driver() {
-  const char* path = std::getenv("CC1D_TEST_COUNTING_DRIVER");
+  const char* path = std::getenv("CC1D_TEST_FAKE_DRIVER");
   REQUIRE(path != nullptr);
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);  // the copy libcc1d loaded
-  REQUIRE_MESSAGE(h != nullptr, "libcc1d did not load the counting driver");
+  REQUIRE_MESSAGE(h != nullptr, "libcc1d did not load the fake driver");
   return h;
 }
 
-long count(const char* what) {
-  auto fn = reinterpret_cast<long (*)(const char*)>(dlsym(fake_driver(), "fake_count"));
-  REQUIRE(static_cast<bool>(fn));
-  return fn(what);
+template <typename F>
+F hook(const char* name) {
+  void* fn = dlsym(fake_driver(), name);
+  REQUIRE_MESSAGE(fn != nullptr, name);
+  return reinterpret_cast<F>(fn);
 }
+
+cc1d_fake_counters raw_counters() {
+  cc1d_fake_counters c{};
+  hook<void (*)(cc1d_fake_counters*)>("cc1d_fake_get_counters")(&c);
+  return c;
+}
+
+// Every counter by name, so that a test can require that nothing but the expected ones moved.
+std::map<std::string, long> counters() {
+  const cc1d_fake_counters c = raw_counters();
+  return {{"cuInit", c.init}, {"cuGetProcAddress", c.get_proc_address},
+          {"cuGetProcAddress_v2", c.get_proc_address_v2}, {"unknown_symbol", c.proc_not_found},
+          {"cuDevicePrimaryCtxRetain", c.ctx_retain}, {"cuDevicePrimaryCtxRelease", c.ctx_release},
+          {"cuCtxPushCurrent", c.ctx_push}, {"cuCtxPopCurrent", c.ctx_pop}, {"cuModuleLoadData", c.module_load},
+          {"cuModuleUnload", c.module_unload}, {"cuModuleGetFunction", c.get_function},
+          {"cuLaunchKernel", c.launch}, {"ptx_loads", c.ptx_loads}, {"mem_alloc", c.mem_alloc},
+          {"mem_free", c.mem_free}, {"memcpy", c.memcpy}, {"memset", c.memset}, {"synchronize", c.synchronize}};
+}
+
+long count(const char* what) {
+  const auto c = counters();
+  auto it = c.find(what);
+  REQUIRE_MESSAGE(it != c.end(), what);
+  return it->second;
+}
+
+// The last successful launch, with its FwdParams as the kernel received them.
+struct FakeLaunch {
+  unsigned grid[3], block[3], shared;
+  void* stream;
+  int context_device;  // the device whose context was current
+  cc1d::FwdParams params;
+  std::string function;
+};
 
 FakeLaunch last_launch() {
-  auto fn = reinterpret_cast<FakeLaunch (*)()>(dlsym(fake_driver(), "fake_last_launch"));
-  REQUIRE(static_cast<bool>(fn));
-  return fn();
+  cc1d_fake_launch l{};
+  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  static_assert(sizeof(cc1d::FwdParams) <= sizeof l.params, "cc1d_fake_launch.params is too small");
+  REQUIRE(l.params_bytes == sizeof(cc1d::FwdParams));
+  FakeLaunch out{};
+  std::memcpy(out.grid, l.grid, sizeof out.grid);
+  std::memcpy(out.block, l.block, sizeof out.block);
+  out.shared = l.shared_bytes;
+  out.stream = l.stream;
+  out.context_device = l.context_device;
+  std::memcpy(&out.params, l.params, sizeof out.params);
+  out.function = l.kernel;
+  return out;
 }
 
-std::map<std::string, long> counters() {
+// The distinct names libcc1d asked of cuGetProcAddress(_v2), and how often each.
+std::map<std::string, long> requested_procs() {
+  auto name = hook<const char* (*)(int)>("cc1d_fake_requested_proc");
+  auto times = hook<long (*)(const char*)>("cc1d_fake_proc_requests");
   std::map<std::string, long> m;
-  for (const char* k : {"cuInit", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent", "cuCtxPopCurrent",
-                        "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel",
-                        "cuGetProcAddress_v2", "unknown_symbol", "ptx_loads"})
-    m[k] = count(k);
+  for (int i = 0; name(i) != nullptr; ++i) m[name(i)] = times(name(i));
+  CHECK(static_cast<long>(m.size()) == times(nullptr));
   return m;
 }
 
@@ -74,7 +127,8 @@ std::string report() {
 
 bool has(const std::string& s, const std::string& frag) { return s.find(frag) != std::string::npos; }
 
-// A forward problem on "CUDA" device `dev` (host memory the fake driver never touches).
+// A forward problem on "CUDA" device `dev`: random inputs in host memory, which the fake
+// driver's emulated launch reads and writes as device memory; out starts as NaN.
 struct Problem {
   HostTensor x, w, bias, out;
   cc1d_fwd_args a{};
@@ -84,6 +138,9 @@ struct Problem {
         w(HostTensor::contiguous(wdt, {D, W})),
         bias(HostTensor::contiguous(wdt, {D})),
         out(make_x(xdt, B, D, L, layout)) {
+    std::mt19937 rng(static_cast<unsigned>(1000 * dev + 10 * xdt + wdt));
+    for (HostTensor* t : {&x, &w, &bias}) t->randomize(rng, 0.5);
+    out.fill_all(NAN);
     for (HostTensor* t : {&x, &w, &bias, &out}) {
       t->t.device_type = CC1D_DEVICE_CUDA;
       t->t.device_index = dev;
@@ -98,13 +155,26 @@ struct Problem {
     a.stream = reinterpret_cast<void*>(0x1234);
   }
   cc1d_status run() { return cc1d_causal_conv1d_fwd(&a); }
+  // "" when out matches the float64 reference, else the first mismatch.
+  std::string verify() const {
+    RefInputs in;
+    in.x = &x;
+    in.w = &w;
+    in.bias = &bias;
+    in.silu = true;
+    std::vector<double> want, fin;
+    reference_fwd(in, want, fin);
+    return compare(out, want, tolerance(static_cast<int>(x.t.dtype)));
+  }
 };
 
-// Runs and requires success, showing the library's message otherwise.
+// Runs and requires success, showing the library's message otherwise, and the right output.
 void ok(Problem& p) {
+  p.out.fill_all(NAN);
   const cc1d_status s = p.run();
   INFO("cc1d_last_error: " << std::string(cc1d_last_error()));
   REQUIRE(s == CC1D_OK);
+  CHECK(p.verify() == "");
 }
 
 // whole_backend: the driver itself is unusable (else only device 0 is).
@@ -155,13 +225,27 @@ TEST_CASE("launch") {
   CHECK(c["cuModuleGetFunction"] == 1);
   CHECK(c["cuDevicePrimaryCtxRetain"] == 1);
   CHECK(c["cuCtxPushCurrent"] == c["cuCtxPopCurrent"]);
-  CHECK(c["unknown_symbol"] == 0);  // never asked for alloc/copy/sync entry points
-  CHECK(c["cuGetProcAddress_v2"] >= 16);  // resolved through cuGetProcAddress_v2
+  CHECK(c["unknown_symbol"] == 0);
+  CHECK(c["cuGetProcAddress_v2"] >= 16);  // resolved through cuGetProcAddress_v2 ...
+  CHECK(c["cuGetProcAddress"] == c["cuGetProcAddress_v2"]);  // ... only
+  for (const char* k : {"mem_alloc", "mem_free", "memcpy", "memset", "synchronize"}) {
+    INFO(k);
+    CHECK(c[k] == 0);
+  }
+  // Each allowed entry point asked for, and nothing else: never alloc/copy/sync entry points.
+  const auto procs = requested_procs();
+  for (const char* name : kAllowedProcs) CHECK_MESSAGE(procs.count(name) == 1, "never asked for " << name);
+  for (const auto& [name, times] : procs) {
+    const bool allowed = std::any_of(std::begin(kAllowedProcs), std::end(kAllowedProcs),
+                                     [&](const char* a) { return name == a; });
+    CHECK_MESSAGE(allowed, "asked cuGetProcAddress for " << name << " (" << times << "x)");
+  }
   const FakeLaunch l = last_launch();
   CHECK(l.stream == reinterpret_cast<void*>(0x1234));
+  CHECK(l.context_device == 0);
   CHECK(l.block[0] == 128);
   CHECK(l.block[1] == 1);
-  CHECK(l.grid[1] == 1);
+  CHECK(l.grid[1] == p.x.t.shape[0]);  // one grid row per batch
   CHECK(l.grid[0] >= 1);
   CHECK(l.shared == 0);
   CHECK(l.params.x == p.x.t.data);
@@ -179,6 +263,8 @@ TEST_CASE("launch") {
   // Warm call: only push, launch, pop. No module work, no new symbols, nothing else.
   ok(p);
   auto c2 = counters();
+  CHECK(c2.size() == c.size());
+  CHECK(requested_procs() == procs);
   for (auto& [k, v] : c2) {
     INFO(k);
     const long expected = c[k] + (k == "cuLaunchKernel" || k == "cuCtxPushCurrent" || k == "cuCtxPopCurrent" ? 1 : 0);
@@ -200,7 +286,7 @@ TEST_CASE("launch") {
   CHECK(has(r, "\"target\": \"sm_90\""));
   CHECK(has(r, "\"writes\": 3"));
   CHECK(has(r, "\"origin\": \"compiled\""));
-  CHECK(has(r, "\"name\": \"Fake GPU sm_90\""));
+  CHECK(has(r, "\"name\": \"cc1d fake GPU (sm_90, emulated)\""));
   CHECK(has(r, "\"resolver\": \"cuGetProcAddress_v2\""));
 }
 
@@ -215,6 +301,9 @@ TEST_CASE("two devices") {
   CHECK(count("cuDevicePrimaryCtxRetain") == 2);
   const std::string r = report();
   CHECK(has(r, "\"index\": 1, \"sm\": 80, \"usable\": true, \"mode\": \"cubin\", \"target\": \"sm_80\""));
+  CHECK(has(r, "\"name\": \"cc1d fake GPU (sm_80, emulated)\""));
+  CHECK(last_launch().params.out == p1.out.t.data);
+  CHECK(last_launch().context_device == 1);
   Problem p2(2);
   CHECK(p2.run() == CC1D_ERR_INVALID_ARGUMENT);
   CHECK(has(cc1d_last_error(), "device 2 does not exist"));
@@ -228,13 +317,18 @@ TEST_CASE("concurrent first calls") {
   auto burst = [](int dev) {
     std::vector<std::thread> threads;
     std::vector<cc1d_status> st(8, CC1D_ERR_INTERNAL);
+    std::vector<std::string> diff(8);
     for (int t = 0; t < 8; ++t)
-      threads.emplace_back([&st, t, dev] {
+      threads.emplace_back([&st, &diff, t, dev] {
         Problem p(dev);
         st[t] = p.run();
+        diff[t] = p.verify();
       });
     for (auto& th : threads) th.join();
-    for (cc1d_status s : st) CHECK(s == CC1D_OK);
+    for (int t = 0; t < 8; ++t) {
+      CHECK(st[t] == CC1D_OK);
+      CHECK(diff[t] == "");
+    }
   };
   burst(0);
   CHECK(count("cuModuleLoadData") == 1);  // eight first calls, one compile and one load
@@ -294,7 +388,8 @@ TEST_CASE("launch error") {
   CHECK(p.run() == CC1D_ERR_CUDA);
   const std::string m = cc1d_last_error();
   CHECK(has(m, "cuLaunchKernel"));
-  CHECK(has(m, "CUDA_ERROR_LAUNCH_FAILED (700)"));
+  CHECK(has(m, "CUDA_ERROR_LAUNCH_FAILED (719)"));
+  CHECK(count("cuLaunchKernel") == 1);  // the driver was reached and said no
 }
 
 TEST_CASE("disk cache cold") {

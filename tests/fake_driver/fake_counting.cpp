@@ -155,6 +155,7 @@ const Proc kProcs[] = {
 
 CUresult lookup(const char* symbol, void** pfn, int* status) {
   ++counters().get_proc_address;
+  if (symbol != nullptr) fake::record_proc_request(symbol);  // asked for, whatever the answer
   if (fake::config().stub) return FAKE_CUDA_ERROR_STUB_LIBRARY;
   if (symbol == nullptr || pfn == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
   for (const Proc& p : kProcs)
@@ -164,6 +165,7 @@ CUresult lookup(const char* symbol, void** pfn, int* status) {
       return FAKE_CUDA_SUCCESS;
     }
   // Like the real driver: versioned names ("cuMemAlloc_v2") and unknown names are not found.
+  ++counters().proc_not_found;
   *pfn = nullptr;
   if (status != nullptr) *status = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
   return FAKE_CUDA_ERROR_NOT_FOUND;
@@ -177,5 +179,6 @@ FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int /*vers
 
 FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int /*version*/, uint64_t /*flags*/,
                                          int* status) {
+  ++counters().get_proc_address_v2;
   return lookup(symbol, pfn, status);
 }

@@ -9,20 +9,31 @@
  * Never installed. Tests select it with CAUSAL_CONV1D_CUDA_DRIVER=<build>/fake_driver/libcuda.so.1.
  *
  * Environment (read at first use; cc1d_fake_reconfigure() reads it again):
+ *   CC1D_FAKE_DEVICES         comma-separated SMs, one per device, e.g. "90,80" (a mixed machine);
+ *                             when set (even empty: no device) it overrides the next two
  *   CC1D_FAKE_SM              the devices' SM, e.g. 90 (default), 80, 86, 120
  *   CC1D_FAKE_DEVICE_COUNT    number of devices (default 1; 0 = cuInit fails with 100)
  *   CC1D_FAKE_DRIVER_VERSION  cuDriverGetVersion (default 13000)
  *   CC1D_FAKE_SM_COUNT        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (default 132)
+ *   CC1D_FAKE_INIT_RESULT     cuInit's result when not 0 (e.g. 100 no device, 35 old driver);
+ *                             the driver then stays uninitialised
+ *   CC1D_FAKE_LAUNCH_RESULT   cuLaunchKernel's result when not 0 (e.g. 719, 700), returned after
+ *                             the launch checks, without running
+ *   CC1D_FAKE_EXECUTE         0: launches are checked and recorded but not run (to time the host
+ *                             path alone); default 1, run through the emulator
  *   CC1D_FAKE_FAULT           comma-separated fault switches:
- *       no_device    cuInit returns CUDA_ERROR_NO_DEVICE (100)
+ *       no_device    cuInit returns CUDA_ERROR_NO_DEVICE (100), as CC1D_FAKE_INIT_RESULT=100
  *       stub         every entry point returns CUDA_ERROR_STUB_LIBRARY (34), like the toolkit stub
  *       module_load  cuModuleLoadData returns CUDA_ERROR_INVALID_IMAGE (200)
- *       launch       cuLaunchKernel returns CUDA_ERROR_LAUNCH_FAILED (719) without running
+ *       launch       cuLaunchKernel returns CUDA_ERROR_LAUNCH_FAILED (719), as
+ *                    CC1D_FAKE_LAUNCH_RESULT=719
  *   CAUSAL_CONV1D_EMULATE_CHECK / _SEED / CAUSAL_CONV1D_NUM_THREADS apply to the emulated launches.
  *
  * Allocation, copy and synchronisation entry points (cuMemAlloc_v2, cuMemcpy*, cuMemset*,
  * cuStreamSynchronize, cuCtxSynchronize, ...) are exported too, and counted, so that tests can
- * assert the launch path never calls them (what CUDA graph capture requires).
+ * assert the launch path never calls them (what CUDA graph capture requires). cuGetProcAddress
+ * serves them as well, and records every name it is asked for, so tests can also assert that
+ * the runtime never even asks (cc1d_fake_proc_requests / cc1d_fake_requested_proc).
  */
 #ifndef CC1D_FAKE_CUDA_H
 #define CC1D_FAKE_CUDA_H
@@ -54,6 +65,9 @@ typedef struct cc1d_fake_counters {
   long module_load, module_unload, get_function, launch;
   /* Must stay 0 on the launch path: */
   long mem_alloc, mem_free, memcpy, memset, synchronize;
+  long get_proc_address_v2; /* of get_proc_address, those through cuGetProcAddress_v2 */
+  long proc_not_found;      /* cuGetProcAddress(_v2) calls for a name the fake lacks */
+  long ptx_loads;           /* cuModuleLoadData calls that loaded PTX (JIT) rather than a cubin */
 } cc1d_fake_counters;
 
 typedef struct cc1d_fake_launch {
@@ -61,13 +75,23 @@ typedef struct cc1d_fake_launch {
   unsigned grid[3], block[3], shared_bytes;
   void* stream;
   int context_device; /* device of the context current at launch */
+  /* A copy of the kernel's one by-value parameter (FwdParams for the forward kernels). */
+  unsigned params_bytes; /* its size; only the first sizeof params bytes are copied */
+  unsigned char params[512];
 } cc1d_fake_launch;
 
 /* Test hooks (resolve with dlsym on the handle of the loaded fake). */
 void cc1d_fake_get_counters(cc1d_fake_counters* out);
+/* Zeroes the counters and forgets the names asked of cuGetProcAddress. */
 void cc1d_fake_reset_counters(void);
 /* 1 and the last successful launch, or 0 if none yet. */
 int cc1d_fake_last_launch(cc1d_fake_launch* out);
+/* How often cuGetProcAddress(_v2) was asked for `symbol` since the last reset, found or not;
+ * symbol NULL: how many distinct names were asked for. */
+long cc1d_fake_proc_requests(const char* symbol);
+/* The i-th distinct name asked for since the last reset (first asked first), or NULL past the
+ * end. The pointer stays valid until this thread calls again. */
+const char* cc1d_fake_requested_proc(int i);
 /* Why the last failing call failed ("" if none). */
 const char* cc1d_fake_last_error(void);
 /* Reads the environment again (devices, version, faults); cuInit must then be called again. */

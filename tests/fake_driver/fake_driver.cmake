@@ -1,7 +1,11 @@
 # tests/fake_driver/fake_driver.cmake — the test-only stand-in for libcuda.so.1 that runs launches
 # through the kernel emulator. Built into <build>/fake_driver/libcuda.so.1; never installed.
-# Tests select it with CAUSAL_CONV1D_CUDA_DRIVER=${CC1D_FAKE_DRIVER_PATH}.
+# Tests select it with CAUSAL_CONV1D_CUDA_DRIVER=${CC1D_FAKE_DRIVER_PATH}. Needs the emulator
+# (CC1D_BUILD_EMULATOR). Included by the NVRTC tests, the emulator tests and the benchmarks:
+# every includer gets the two variables, the target is defined once.
 set(CC1D_FAKE_DRIVER_DIR ${cc1d_SOURCE_DIR}/tests/fake_driver)
+set(CC1D_FAKE_DRIVER_PATH ${CMAKE_BINARY_DIR}/fake_driver/libcuda.so.1)
+include_guard(GLOBAL)
 add_library(cc1d_fake_cuda SHARED
   ${CC1D_FAKE_DRIVER_DIR}/fake_state.cpp
   ${CC1D_FAKE_DRIVER_DIR}/fake_image.cpp
@@ -22,4 +26,3 @@ set_target_properties(cc1d_fake_cuda PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fake_driver
   CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
   LINK_DEPENDS ${CC1D_FAKE_DRIVER_DIR}/exports.map)
-set(CC1D_FAKE_DRIVER_PATH ${CMAKE_BINARY_DIR}/fake_driver/libcuda.so.1)

@@ -1,5 +1,6 @@
 // fake_driver.cpp — the entry points of the fake libcuda that libcc1d uses: initialisation,
 // devices, primary contexts, modules, launches and error strings. See fake_cuda.h.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -30,13 +31,13 @@ struct Function {
 };
 
 std::mutex g_mu;
-Context g_contexts[64];
+Context g_contexts[kMaxDevices];
 std::set<Module*> g_modules;
 std::set<Function*> g_functions;
 thread_local std::vector<Context*> t_stack;
 
 bool valid_context(Context* c) {
-  return c >= g_contexts && c < g_contexts + config().devices && c < g_contexts + 64 && c->refcount > 0;
+  return c >= g_contexts && c < g_contexts + config().devices() && c->refcount > 0;
 }
 
 Context* current() { return t_stack.empty() ? nullptr : t_stack.back(); }
@@ -85,9 +86,13 @@ FAKE_EXPORT CUresult cuInit(unsigned flags) {
   ++counters().init;
   if (config().stub) return FAKE_CUDA_ERROR_STUB_LIBRARY;
   if (flags != 0) return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuInit: flags must be 0");
-  if (config().no_device || config().devices <= 0) {
+  if (const int r = config().init_result) {
     fake::set_initialized(false);
-    return failed(FAKE_CUDA_ERROR_NO_DEVICE, "cuInit: no device (fault switch or CC1D_FAKE_DEVICE_COUNT=0)");
+    return failed(r, "cuInit: CC1D_FAKE_INIT_RESULT=" + std::to_string(r) + " (or the no_device fault switch)");
+  }
+  if (config().devices() <= 0) {
+    fake::set_initialized(false);
+    return failed(FAKE_CUDA_ERROR_NO_DEVICE, "cuInit: no device (CC1D_FAKE_DEVICE_COUNT=0 or CC1D_FAKE_DEVICES empty)");
   }
   fake::set_initialized(true);
   return FAKE_CUDA_SUCCESS;
@@ -103,14 +108,14 @@ FAKE_EXPORT CUresult cuDriverGetVersion(int* version) {
 FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   if (count == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
-  *count = config().devices;
+  *count = config().devices();
   return FAKE_CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuDeviceGet(int* device, int ordinal) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   if (device == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
-  if (ordinal < 0 || ordinal >= config().devices || ordinal >= 64)
+  if (!config().has_device(ordinal))
     return failed(FAKE_CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet: no device " + std::to_string(ordinal));
   *device = ordinal;
   return FAKE_CUDA_SUCCESS;
@@ -119,14 +124,14 @@ FAKE_EXPORT CUresult cuDeviceGet(int* device, int ordinal) {
 FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, int device) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   if (value == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
-  if (device < 0 || device >= config().devices) return FAKE_CUDA_ERROR_INVALID_DEVICE;
+  if (!config().has_device(device)) return FAKE_CUDA_ERROR_INVALID_DEVICE;
   switch (attribute) {
     case 1: *value = 1024; return FAKE_CUDA_SUCCESS;     // MAX_THREADS_PER_BLOCK
     case 8: *value = 48 * 1024; return FAKE_CUDA_SUCCESS;  // MAX_SHARED_MEMORY_PER_BLOCK
     case 10: *value = 32; return FAKE_CUDA_SUCCESS;      // WARP_SIZE
     case 16: *value = config().sm_count; return FAKE_CUDA_SUCCESS;
-    case 75: *value = config().sm / 10; return FAKE_CUDA_SUCCESS;
-    case 76: *value = config().sm % 10; return FAKE_CUDA_SUCCESS;
+    case 75: *value = config().sms[device] / 10; return FAKE_CUDA_SUCCESS;
+    case 76: *value = config().sms[device] % 10; return FAKE_CUDA_SUCCESS;
     default:
       return failed(FAKE_CUDA_ERROR_INVALID_VALUE,
                     "cuDeviceGetAttribute: attribute " + std::to_string(attribute) + " is not modelled by the fake");
@@ -136,8 +141,8 @@ FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, int device)
 FAKE_EXPORT CUresult cuDeviceGetName(char* name, int len, int device) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   if (name == nullptr || len <= 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
-  if (device < 0 || device >= config().devices) return FAKE_CUDA_ERROR_INVALID_DEVICE;
-  std::snprintf(name, static_cast<size_t>(len), "cc1d fake GPU (sm_%d, emulated)", config().sm);
+  if (!config().has_device(device)) return FAKE_CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(len), "cc1d fake GPU (sm_%d, emulated)", config().sms[device]);
   return FAKE_CUDA_SUCCESS;
 }
 
@@ -145,7 +150,7 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(void** ctx, int device) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   ++counters().ctx_retain;
   if (ctx == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
-  if (device < 0 || device >= config().devices || device >= 64) return FAKE_CUDA_ERROR_INVALID_DEVICE;
+  if (!config().has_device(device)) return FAKE_CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(fake::g_mu);
   fake::g_contexts[device].device = device;
   ++fake::g_contexts[device].refcount;
@@ -156,7 +161,7 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(void** ctx, int device) {
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int device) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   ++counters().ctx_release;
-  if (device < 0 || device >= config().devices || device >= 64) return FAKE_CUDA_ERROR_INVALID_DEVICE;
+  if (!config().has_device(device)) return FAKE_CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(fake::g_mu);
   if (fake::g_contexts[device].refcount <= 0)
     return failed(FAKE_CUDA_ERROR_INVALID_CONTEXT, "cuDevicePrimaryCtxRelease: not retained");
@@ -195,7 +200,11 @@ FAKE_EXPORT CUresult cuModuleLoadData(void** module, const void* image) {
   m->ctx = ctx;
   std::string why;
   if (CUresult r = fake::read_image(image, &m->image, &why)) return failed(r, why);
-  if (CUresult r = fake::check_image_runs(m->image, config().sm, config().version, &why)) return failed(r, why);
+  // Checked against the SM of the current context's device: on a mixed machine, a cubin built
+  // for another device's SM must be refused.
+  if (CUresult r = fake::check_image_runs(m->image, config().sms[ctx->device], config().version, &why))
+    return failed(r, why);
+  if (m->image.ptx) ++counters().ptx_loads;
   std::lock_guard<std::mutex> lock(fake::g_mu);
   *module = m.get();
   fake::g_modules.insert(m.release());
@@ -261,13 +270,16 @@ FAKE_EXPORT CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, un
   if (shared > 48 * 1024)
     return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: more than 48 KiB of dynamic shared memory "
                                                  "without cuFuncSetAttribute");
-  if (config().launch_fault) return failed(FAKE_CUDA_ERROR_LAUNCH_FAILED, "cuLaunchKernel: fault switch");
-  try {
-    cc1d::emu::launch_host_kernel(*f->kernel, dim3(gx, gy, gz), dim3(bx, by, bz), shared, params,
-                                  cc1d::emu::options_from_env());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[fake libcuda] launch of %s failed: %s\n", f->kernel->name.c_str(), e.what());
-    return failed(FAKE_CUDA_ERROR_LAUNCH_FAILED, std::string("cuLaunchKernel: ") + e.what());
+  if (const int r = config().launch_result)
+    return failed(r, "cuLaunchKernel: CC1D_FAKE_LAUNCH_RESULT=" + std::to_string(r) + " (or the launch fault switch)");
+  if (config().execute) {
+    try {
+      cc1d::emu::launch_host_kernel(*f->kernel, dim3(gx, gy, gz), dim3(bx, by, bz), shared, params,
+                                    cc1d::emu::options_from_env());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[fake libcuda] launch of %s failed: %s\n", f->kernel->name.c_str(), e.what());
+      return failed(FAKE_CUDA_ERROR_LAUNCH_FAILED, std::string("cuLaunchKernel: ") + e.what());
+    }
   }
   cc1d_fake_launch rec{};
   std::snprintf(rec.kernel, sizeof rec.kernel, "%s", f->name.c_str());
@@ -276,6 +288,9 @@ FAKE_EXPORT CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, un
   rec.shared_bytes = shared;
   rec.stream = stream;
   rec.context_device = ctx->device;
+  // The parameter as the kernel received it, so tests can check what the runtime planned.
+  rec.params_bytes = static_cast<unsigned>(f->kernel->param_bytes);
+  if (params[0] != nullptr) std::memcpy(rec.params, params[0], std::min(sizeof rec.params, f->kernel->param_bytes));
   fake::record_launch(rec);
   return FAKE_CUDA_SUCCESS;
 }

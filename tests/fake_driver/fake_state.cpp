@@ -1,8 +1,11 @@
 // fake_state.cpp — configuration, counters and test hooks of the fake libcuda.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "fake_state.h"
 
@@ -17,26 +20,46 @@ std::atomic<bool> g_initialized{false};
 std::string g_last_error;
 cc1d_fake_launch g_last_launch;
 bool g_have_launch = false;
+std::map<std::string, long> g_proc_requests;
+std::vector<std::string> g_proc_order;  // distinct names, first asked first
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
+std::vector<std::string> split(const char* list) {
+  std::vector<std::string> items;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(item);
+  return items;
+}
+
 Config parse_env() {
   Config c;
-  c.sm = env_int("CC1D_FAKE_SM", 90);
-  c.devices = env_int("CC1D_FAKE_DEVICE_COUNT", 1);
+  // CC1D_FAKE_DEVICES ("90,80": one SM per device, "" none) takes precedence, so one variable
+  // describes a mixed machine; otherwise CC1D_FAKE_DEVICE_COUNT devices of CC1D_FAKE_SM.
+  c.sms.clear();
+  if (const char* list = std::getenv("CC1D_FAKE_DEVICES")) {
+    for (const std::string& sm : split(list))
+      if (!sm.empty()) c.sms.push_back(std::atoi(sm.c_str()));
+  } else {
+    c.sms.assign(std::max(0, env_int("CC1D_FAKE_DEVICE_COUNT", 1)), env_int("CC1D_FAKE_SM", 90));
+  }
+  if (c.sms.size() > static_cast<size_t>(kMaxDevices)) c.sms.resize(kMaxDevices);
   c.version = env_int("CC1D_FAKE_DRIVER_VERSION", 13000);
   c.sm_count = env_int("CC1D_FAKE_SM_COUNT", 132);
+  c.init_result = env_int("CC1D_FAKE_INIT_RESULT", 0);
+  c.launch_result = env_int("CC1D_FAKE_LAUNCH_RESULT", 0);
+  c.execute = env_int("CC1D_FAKE_EXECUTE", 1) != 0;
   if (const char* f = std::getenv("CC1D_FAKE_FAULT")) {
-    std::stringstream ss(f);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (item == "no_device") c.no_device = true;
+    // no_device and launch are shorthands for the result variables (which win when both are set).
+    for (const std::string& item : split(f)) {
+      if (item == "no_device" && c.init_result == 0) c.init_result = FAKE_CUDA_ERROR_NO_DEVICE;
       else if (item == "stub") c.stub = true;
       else if (item == "module_load") c.module_load_fault = true;
-      else if (item == "launch") c.launch_fault = true;
+      else if (item == "launch" && c.launch_result == 0) c.launch_result = FAKE_CUDA_ERROR_LAUNCH_FAILED;
     }
   }
   return c;
@@ -79,6 +102,11 @@ void record_launch(const cc1d_fake_launch& launch) {
   g_have_launch = true;
 }
 
+void record_proc_request(const char* symbol) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_proc_requests[symbol]++ == 0) g_proc_order.push_back(symbol);
+}
+
 }  // namespace fake
 
 FAKE_EXPORT void cc1d_fake_get_counters(cc1d_fake_counters* out) {
@@ -99,14 +127,21 @@ FAKE_EXPORT void cc1d_fake_get_counters(cc1d_fake_counters* out) {
   out->memcpy = c.memcpy;
   out->memset = c.memset;
   out->synchronize = c.synchronize;
+  out->get_proc_address_v2 = c.get_proc_address_v2;
+  out->proc_not_found = c.proc_not_found;
+  out->ptx_loads = c.ptx_loads;
 }
 
 FAKE_EXPORT void cc1d_fake_reset_counters(void) {
   fake::Counters& c = fake::counters();
   for (std::atomic<long>* a : {&c.init, &c.get_proc_address, &c.ctx_retain, &c.ctx_release, &c.ctx_push, &c.ctx_pop,
                                &c.module_load, &c.module_unload, &c.get_function, &c.launch, &c.mem_alloc, &c.mem_free,
-                               &c.memcpy, &c.memset, &c.synchronize})
+                               &c.memcpy, &c.memset, &c.synchronize, &c.get_proc_address_v2, &c.proc_not_found,
+                               &c.ptx_loads})
     *a = 0;
+  std::lock_guard<std::mutex> lock(fake::g_mu);
+  fake::g_proc_requests.clear();
+  fake::g_proc_order.clear();
 }
 
 FAKE_EXPORT int cc1d_fake_last_launch(cc1d_fake_launch* out) {
@@ -114,6 +149,21 @@ FAKE_EXPORT int cc1d_fake_last_launch(cc1d_fake_launch* out) {
   if (!fake::g_have_launch) return 0;
   if (out != nullptr) *out = fake::g_last_launch;
   return 1;
+}
+
+FAKE_EXPORT long cc1d_fake_proc_requests(const char* symbol) {
+  std::lock_guard<std::mutex> lock(fake::g_mu);
+  if (symbol == nullptr) return static_cast<long>(fake::g_proc_order.size());
+  auto it = fake::g_proc_requests.find(symbol);
+  return it == fake::g_proc_requests.end() ? 0 : it->second;
+}
+
+FAKE_EXPORT const char* cc1d_fake_requested_proc(int i) {
+  thread_local std::string copy;  // valid until this thread's next call, whatever others do
+  std::lock_guard<std::mutex> lock(fake::g_mu);
+  if (i < 0 || static_cast<size_t>(i) >= fake::g_proc_order.size()) return nullptr;
+  copy = fake::g_proc_order[static_cast<size_t>(i)];
+  return copy.c_str();
 }
 
 FAKE_EXPORT const char* cc1d_fake_last_error(void) {

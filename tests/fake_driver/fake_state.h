@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "fake_cuda.h"
 
@@ -13,15 +14,19 @@ namespace fake {
 
 using CUresult = int;
 
+constexpr int kMaxDevices = 64;
+
 struct Config {
-  int sm = 90;
-  int devices = 1;
+  std::vector<int> sms{90};  // one SM per device (CC1D_FAKE_DEVICES, else CC1D_FAKE_SM x COUNT)
   int version = 13000;
   int sm_count = 132;
-  bool no_device = false;
+  int init_result = 0;       // cuInit fails with it when not 0 (the no_device fault: 100)
+  int launch_result = 0;     // cuLaunchKernel fails with it when not 0 (the launch fault: 719)
   bool stub = false;
   bool module_load_fault = false;
-  bool launch_fault = false;
+  bool execute = true;       // CC1D_FAKE_EXECUTE=0: launches are checked and recorded, not run
+  int devices() const { return static_cast<int>(sms.size()); }
+  bool has_device(int d) const { return d >= 0 && d < devices(); }
 };
 
 // The configuration in force (read from the environment on first use).
@@ -33,6 +38,7 @@ struct Counters {
   std::atomic<long> ctx_retain{0}, ctx_release{0}, ctx_push{0}, ctx_pop{0};
   std::atomic<long> module_load{0}, module_unload{0}, get_function{0}, launch{0};
   std::atomic<long> mem_alloc{0}, mem_free{0}, memcpy{0}, memset{0}, synchronize{0};
+  std::atomic<long> get_proc_address_v2{0}, proc_not_found{0}, ptx_loads{0};
 };
 Counters& counters();
 
@@ -67,5 +73,7 @@ bool image_has_entry(const Image& image, const char* name);
 
 // Records a successful launch for cc1d_fake_last_launch.
 void record_launch(const cc1d_fake_launch& launch);
+// Records that cuGetProcAddress(_v2) was asked for `symbol` (cc1d_fake_proc_requests).
+void record_proc_request(const char* symbol);
 
 }  // namespace fake

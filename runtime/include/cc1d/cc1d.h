@@ -69,7 +69,8 @@ typedef enum cc1d_status {
   CC1D_ERR_INVALID_TYPE = 2,      /* an unsupported dtype (TypeError) */
   CC1D_ERR_NULL_POINTER = 3,      /* a required pointer was NULL */
   CC1D_ERR_UNSUPPORTED = 4,       /* valid, but the chosen backend cannot do it */
-  CC1D_ERR_BACKEND_UNAVAILABLE = 5, /* the backend cannot run here (no driver, no NVRTC, ...) */
+  CC1D_ERR_BACKEND_UNAVAILABLE = 5, /* the backend cannot run here (no driver, no NVRTC, a module the
+                                     driver rejects, ...): callers fall back */
   CC1D_ERR_COMPILE = 6,           /* NVRTC rejected the kernel source */
   CC1D_ERR_CUDA = 7,              /* the CUDA driver returned an error */
   CC1D_ERR_BUFFER_TOO_SMALL = 8,  /* an output buffer (e.g. for cc1d_report) is too small */
