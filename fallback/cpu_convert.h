@@ -3,7 +3,7 @@
 // function pointers), so the inner loops are branch-free and the compiler can vectorise them.
 #pragma once
 #include <cstdint>
-#include <cmath>  // expf, used by cc1d_types.cuh
+#include <cmath>
 #include <cstring>
 
 #include "cc1d/cc1d.h"

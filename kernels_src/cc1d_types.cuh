@@ -99,6 +99,4 @@ template <> struct FromFloat<half_t> {
 };
 template <typename T> CC1D_HD T from_float(float f) { return FromFloat<T>::cvt(f); }
 
-CC1D_HD float silu(float z) { return z / (1.0f + expf(-z)); }
-
 }  // namespace cc1d

@@ -37,7 +37,7 @@ std::string target_name(CodeKind kind, int arch) {
 }  // namespace
 
 std::vector<std::string> nvrtc_options(CodeKind kind, int arch) {
-  return {"-arch=" + target_name(kind, arch), "-std=c++17"};
+  return {"-arch=" + target_name(kind, arch), "-std=c++17", "--use_fast_math"};
 }
 
 CompiledKernel compile_kernel(const NvrtcLib& nvrtc, const KernelSources& src,
