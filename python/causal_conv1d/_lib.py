@@ -5,8 +5,7 @@ device, shape and strides (in elements), and CUDA work is queued on the caller's
 
 The library is looked up, in order:
   1. CAUSAL_CONV1D_LIBRARY (a path to the .so) when set, and only there;
-  2. causal_conv1d/lib/libcc1d.so next to this file (what `pip install .` puts there),
-     then libcc1d.so.<N> in the same folder.
+  2. causal_conv1d/lib/libcc1d.so next to this file (what `pip install .` puts there).
 Loading never raises: `load()` returns the Library or None and records the reason in
 `load_error()`; the package decides whether that is a warning or (strict mode) an error.
 """
@@ -14,7 +13,6 @@ Loading never raises: `load()` returns the Library or None and records the reaso
 from __future__ import annotations
 
 import ctypes
-import glob
 import json
 import os
 import threading
@@ -320,11 +318,7 @@ def candidate_paths() -> list:
     env = os.environ.get("CAUSAL_CONV1D_LIBRARY", "").strip()
     if env:
         return [env]
-    d = package_lib_dir()
-    paths = [d / "libcc1d.so"]
-    # A versioned file (libcc1d.so.0, libcc1d.so.0.1.0) when the unversioned name is absent.
-    paths += [Path(p) for p in sorted(glob.glob(str(d / "libcc1d.so.*")), key=len)]
-    return [str(p) for p in paths]
+    return [str(package_lib_dir() / "libcc1d.so")]
 
 
 def _torch_facts() -> tuple:
