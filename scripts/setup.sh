@@ -9,14 +9,11 @@ VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
 PY="${PYTHON:-python3}"
 
 # 1. System packages: compiler, CMake, Ninja, and the header-only spdlog/fmt and doctest.
-apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev python3-venv)
+apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev)
+# The system python needs python3-venv for `python3 -m venv`; a pyenv python has it built in.
+"$PY" -c "import venv, ensurepip" 2>/dev/null || apt_pkgs+=(python3-venv)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-# python3-venv only matters for the system python; a pyenv python has venv built in.
-if [ ${#missing[@]} -gt 0 ] && "$PY" -c "import venv, ensurepip" 2>/dev/null; then
-  missing=("${missing[@]/python3-venv}")
-  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | grep -v '^$' || true)
-fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
