@@ -13,16 +13,23 @@
 
 namespace cc1d {
 
+// The stride-1 loops are written apart so the compiler vectorises them.
 template <typename T>
 void gather_as(const void* base, int64_t off, int64_t stride, int64_t n, float* dst) {
   const T* src = static_cast<const T*>(base) + off;
-  for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i * stride]);
+  if (stride == 1)
+    for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i * stride]);
 }
 
 template <typename T>
 void scatter_as(void* base, int64_t off, int64_t stride, int64_t n, const float* src) {
   T* dst = static_cast<T*>(base) + off;
-  for (int64_t i = 0; i < n; ++i) dst[i * stride] = from_float<T>(src[i]);
+  if (stride == 1)
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] = from_float<T>(src[i]);
 }
 
 using GatherFn = void (*)(const void*, int64_t, int64_t, int64_t, float*);

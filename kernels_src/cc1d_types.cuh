@@ -62,11 +62,12 @@ CC1D_HD unsigned short float_to_half_bits(float f) {
 
 CC1D_HD float bf16_bits_to_float(unsigned short b) { return bits_to_float((unsigned int)b << 16); }
 
+// Round to nearest even; NaN stays a (quiet) NaN. Branch-free, so host loops vectorise.
 CC1D_HD unsigned short float_to_bf16_bits(float f) {
-  unsigned int u = float_to_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet nan
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return (unsigned short)(u >> 16);
+  const unsigned int u = float_to_bits(f);
+  const unsigned int rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const unsigned int quiet_nan = (u >> 16) | 0x40u;
+  return (unsigned short)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 CC1D_HD float to_float(float v) { return v; }
