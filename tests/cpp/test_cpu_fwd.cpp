@@ -2,6 +2,8 @@
 // three layouts, odd and long lengths, bias/silu/seq_idx/initial/final states. Outputs are
 // poisoned with NaN first, so an unwritten element fails.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fwd_case.h"
 
@@ -50,4 +52,41 @@ TEST_CASE("cpu forward: dim beyond 65536 (upstream's grid limit)") {
   std::mt19937 rng(std::random_device{}());
   run_case({CC1D_FLOAT16, CC1D_FLOAT16, 4, Layout::ChannelFirst, 1, 65536 + 7, 3, true, true, false, false, true}, rng);
   run_case({CC1D_FLOAT32, CC1D_FLOAT32, 2, Layout::ChannelLast, 1, 65536 + 3, 2, true, false, false, true, true}, rng);
+}
+
+TEST_CASE("cpu forward works in a forked child after the thread pool started") {
+  // fork() keeps only the calling thread: the pool's workers are gone in the child, which must
+  // still finish (the caller does all the work) instead of waiting for them.
+  std::mt19937 rng(std::random_device{}());
+  const FwdCase c{CC1D_FLOAT32, CC1D_FLOAT32, 4, Layout::ChannelFirst, 2, 64, 4099, true, true, false, true, true};
+  run_case(c, rng);  // starts the pool
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    alarm(60);  // a hang becomes SIGALRM, which the parent reports
+    std::mt19937 child_rng(1);
+    HostTensor x = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst), out = x;
+    HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {64, 4});
+    x.randomize(child_rng);
+    w.randomize(child_rng);
+    out.t.data = out.storage.data();
+    out.fill_all(NAN);
+    cc1d_fwd_args a{};
+    a.struct_size = sizeof a;
+    a.x = &x.t;
+    a.weight = &w.t;
+    a.out = &out.t;
+    a.backend = CC1D_BACKEND_CPU;
+    RefInputs in;
+    in.x = &x;
+    in.w = &w;
+    std::vector<double> want, fin;
+    reference_fwd(in, want, fin);
+    const bool ok = cc1d_causal_conv1d_fwd(&a) == CC1D_OK && compare(out, want, tolerance(CC1D_FLOAT32)).empty();
+    _exit(ok ? 0 : 1);  // doctest's checks do not cross fork(): report through the exit code
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK_MESSAGE(WIFEXITED(status), "child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  CHECK(WEXITSTATUS(status) == 0);
 }
