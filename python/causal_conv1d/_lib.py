@@ -321,6 +321,18 @@ def candidate_paths() -> list:
     return [str(package_lib_dir() / "libcc1d.so")]
 
 
+def _add_torch_nvrtc_root() -> None:
+    """Lets libcc1d find the NVRTC wheel torch depends on (site-packages/nvidia/...), also when
+    libcc1d itself is not installed beside it (CAUSAL_CONV1D_LIBRARY, a build tree). libcc1d
+    reads CAUSAL_CONV1D_NVRTC_SEARCH_PATH when it first looks for NVRTC."""
+    import torch
+
+    site = str(Path(torch.__file__).resolve().parent.parent)
+    roots = [r for r in os.environ.get("CAUSAL_CONV1D_NVRTC_SEARCH_PATH", "").split(":") if r]
+    if site not in roots:
+        os.environ["CAUSAL_CONV1D_NVRTC_SEARCH_PATH"] = ":".join(roots + [site])
+
+
 def _torch_facts() -> tuple:
     import torch
 
@@ -355,6 +367,7 @@ def _try_load() -> tuple:
             lib.set_torch_info(*_torch_facts())
         except Exception as e:  # informative only; never a reason to refuse the library
             logger.debug("cc1d_set_torch_info failed: %s", e)
+        _add_torch_nvrtc_root()
         return lib, None, paths
     how = ("CAUSAL_CONV1D_LIBRARY is set, so only that path was tried; unset it or point it at a "
            "built libcc1d.so" if from_env else

@@ -119,3 +119,15 @@ def test_abi_version_mismatch_is_refused(monkeypatch):
     monkeypatch.setattr(_lib, "ABI_VERSION", 2)
     loaded, err, _ = _lib._try_load()
     assert loaded is None and "cc1d_abi_version() is 1, this package needs 2" in err
+
+
+def test_torch_site_packages_is_an_nvrtc_search_root(lib):
+    """libcc1d can find the NVRTC wheel torch depends on even when it was loaded from a build
+    tree: the package adds torch's site-packages to CAUSAL_CONV1D_NVRTC_SEARCH_PATH."""
+    import os
+    from pathlib import Path
+
+    import torch
+
+    site = str(Path(torch.__file__).resolve().parent.parent)
+    assert site in os.environ.get("CAUSAL_CONV1D_NVRTC_SEARCH_PATH", "").split(":")
