@@ -251,4 +251,3 @@ def test_strict_values(cpu_unavailable, xw, monkeypatch):
     with pytest.warns(CausalConv1dWarning, match="CAUSAL_CONV1D_STRICT='maybe'"):
         with pytest.raises(StrictModeError):
             causal_conv1d_fn(x, w)
-
