@@ -306,7 +306,7 @@ TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launche
   void* args[] = {&params};
   void* stream = reinterpret_cast<void*>(0x5eed);
   api().reset();
-  REQUIRE_MESSAGE(api().launch(f, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr) == 0,
+  REQUIRE_MESSAGE(api().launch(f, plan.grid, plan.grid_y, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr) == 0,
                   api().last_error());
   RefInputs in;
   in.x = &x;
@@ -501,7 +501,7 @@ TEST_CASE("CC1D_FAKE_EXECUTE=0 checks and records a launch, and runs nothing") {
   REQUIRE(api().function(&f, module, kLowered) == 0);
   cc1d::FwdParams params = plan.params;
   void* args[] = {&params};
-  REQUIRE(api().launch(f, plan.grid, 1, 1, plan.block, 1, 1, 0, reinterpret_cast<void*>(0x77), args, nullptr) == 0);
+  REQUIRE(api().launch(f, plan.grid, plan.grid_y, 1, plan.block, 1, 1, 0, reinterpret_cast<void*>(0x77), args, nullptr) == 0);
   CHECK(std::isnan(out.get(0)));  // untouched
   cc1d_fake_launch last{};
   REQUIRE(api().last_launch(&last) == 1);
