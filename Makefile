@@ -24,7 +24,7 @@ cpp-test:
 
 # The emulator under AddressSanitizer: an out-of-bounds global or shared access fails.
 asan-test:
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCC1D_ASAN=ON -DCC1D_BUILD_BENCH=OFF >/dev/null
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCC1D_SANITIZE=ON -DCC1D_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -L asan
 

@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/src/compiler.h"
-#include "runtime/src/cubin_cache.h"
-#include "runtime/src/fwd_plan.h"
-#include "runtime/src/kernel_source.h"
-#include "runtime/src/nvrtc_lib.h"
+#include "nvrtc/nvrtc_compile.h"
+#include "jit/image_cache.h"
+#include "ops/fwd/fwd_op.h"
+#include "jit/kernel_source.h"
+#include "nvrtc/nvrtc_lib.h"
 
 using namespace cc1d;
 
@@ -84,17 +84,18 @@ int main(int argc, char** argv) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      CubinCache cache(dir, 0);
+      ImageCache cache(dir, 0);
       for (size_t i; (i = next++) < names.size();) {
-        const CompiledKernel k = compile_kernel(nvrtc, src, names[i], CodeKind::Cubin, arch);
+        const CompiledImage k = compile_kernel(nvrtc, src, names[i], CodeKind::Cubin, arch);
         cubin_ms[i] = k.ms;
         sizes[i] = k.image.size();
         ptx_ms[i] = compile_kernel(nvrtc, src, names[i], CodeKind::Ptx, arch).ms;
-        const CacheKey key{src.hash, names[i], CodeKind::Cubin, arch, nvrtc.facts.version_string(),
-                           nvrtc_options(CodeKind::Cubin, arch), CC1D_ABI_VERSION};
+        const CacheKey key{src.hash, names[i], nvrtc_target(CodeKind::Cubin, arch),
+                           "NVRTC " + nvrtc.facts.version_string(), nvrtc_options(CodeKind::Cubin, arch),
+                           CC1D_ABI_VERSION};
         cache.store(key, k);
-        CubinCache fresh(dir, 0);  // a new process: nothing in memory
-        CompiledKernel back;
+        ImageCache fresh(dir, 0);  // a new process: nothing in memory
+        CompiledImage back;
         const double tl = now_ms();
         if (!fresh.load(key, &back) || back.image != k.image) std::abort();
         load_ms[i] = now_ms() - tl;

@@ -1,4 +1,4 @@
 // causal_conv1d.cu — the translation unit NVRTC compiles (and the emulator builds for the
 // host). Each kernel family lives in its own header; variants are instantiated by the
 // runtime through name expressions, so only what a program uses is compiled.
-#include "causal_conv1d_fwd.cuh"
+#include "fwd.cuh"

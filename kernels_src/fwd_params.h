@@ -1,7 +1,7 @@
 // fwd_params.h — the single by-value parameter block of the forward kernel.
 //
 // Shared verbatim by the kernels (NVRTC and emulator) and by the host code that fills it
-// (runtime/src/fwd_plan.cpp), so the layout can never drift. Plain C types only: this file is
+// (runtime/src/ops/fwd/fwd_plan.cpp), so the layout can never drift. Plain C types only: this file is
 // compiled by NVRTC with no headers. Strides are in elements, 64-bit.
 #pragma once
 

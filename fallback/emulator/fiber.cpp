@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <new>
 
-#include "error.h"
+#include "core/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CC1D_EMU_ASAN 1

@@ -1,4 +1,4 @@
-#include "kernel_registry.h"
+#include "fallback/emulator/kernel_registry.h"
 
 #include <cxxabi.h>
 
@@ -8,62 +8,18 @@
 #include <cstring>
 #include <memory>
 
-#include "error.h"
-#include "fwd_plan.h"
+#include "core/error.h"
+#include "ops/op.h"
 
 namespace cc1d {
 namespace emu {
 
 namespace {
 
-// The byte span [data, data + bytes) covering a strided tensor (non-negative strides).
-Region span(void* data, size_t elem_bytes, const long long* shape, const long long* strides, int rank) {
-  Region r;
-  if (data == nullptr) return r;
-  long long last = 0;
-  for (int i = 0; i < rank; ++i) {
-    if (shape[i] <= 0) return r;
-    last += (shape[i] - 1) * strides[i];
-  }
-  r.data = data;
-  r.bytes = static_cast<size_t>(last + 1) * elem_bytes;
-  return r;
-}
-
-size_t dtype_bytes(cc1d_dtype d) { return d == CC1D_FLOAT32 || d == CC1D_INT32 ? 4 : 2; }
-
-// out (batch, dim, seqlen) and final_states (batch, dim, width-1), both of x's dtype.
-std::vector<Region> fwd_outputs(const HostKernel& k, void** args) {
-  FwdParams p;
-  std::memcpy(&p, args[0], sizeof p);
-  std::vector<Region> regions;
-  const size_t eb = dtype_bytes(k.x_dtype);
-  const long long out_shape[3] = {p.batch, p.dim, p.seqlen};
-  Region out = span(p.out, eb, out_shape, p.out_stride, 3);
-  if (out.bytes > 0) regions.push_back(out);
-  const long long fin_shape[3] = {p.batch, p.dim, k.width - 1};
-  Region fin = span(p.final_states, eb, fin_shape, p.final_stride, 3);
-  if (fin.bytes > 0) regions.push_back(fin);
-  return regions;
-}
-
-std::string fwd_name(const HostKernel& k) {
-  return std::string("cc1d::causal_conv1d_fwd_kernel<") + kernel_type_name(k.x_dtype) + ", " +
-         kernel_type_name(k.w_dtype) + ", " + std::to_string(k.width) + ", " + std::to_string(k.layout) + ">";
-}
-
 std::vector<HostKernel> build() {
   std::vector<HostKernel> all;
-  add_fwd_kernels_f32(all);
-  add_fwd_kernels_f16(all);
-  add_fwd_kernels_bf16(all);
-  for (HostKernel& k : all) {
-    if (k.param_bytes != sizeof(FwdParams))
-      fail(CC1D_ERR_INTERNAL, "emulator: host kernel parameter block of " + std::to_string(k.param_bytes) +
-                                  " bytes, runtime FwdParams has " + std::to_string(sizeof(FwdParams)));
-    k.name = fwd_name(k);
-    k.outputs = &fwd_outputs;
-  }
+  for (const OpEntry* op : all_ops())
+    if (op->host_kernels != nullptr) op->host_kernels(all);
   std::sort(all.begin(), all.end(), [](const HostKernel& a, const HostKernel& b) { return a.name < b.name; });
   return all;
 }
@@ -115,10 +71,16 @@ const HostKernel* find_host_kernel_lowered(const char* lowered) {
   return name.empty() ? nullptr : find_host_kernel(name);
 }
 
-void launch_host_kernel(const HostKernel& k, dim3 grid, dim3 block, size_t dynamic_shared, void** args,
-                        const LaunchOptions& options) {
-  if (args == nullptr || args[0] == nullptr)
-    fail(CC1D_ERR_INVALID_ARGUMENT, "emulated launch of " + k.name + " without its parameter block");
+void launch_host_kernel(const HostKernel& k, dim3 grid, dim3 block, size_t dynamic_shared, const void* params,
+                        size_t param_bytes, const LaunchOptions& options) {
+  if (params == nullptr || param_bytes != k.param_bytes)
+    fail(CC1D_ERR_INVALID_ARGUMENT, "emulated launch of " + k.name + " with a parameter block of " +
+                                        std::to_string(param_bytes) + " bytes; the kernel takes " +
+                                        std::to_string(k.param_bytes));
+  // The kernel receives a private copy, as a GPU kernel receives its by-value parameters.
+  std::vector<unsigned char> copy(static_cast<const unsigned char*>(params),
+                                  static_cast<const unsigned char*>(params) + param_bytes);
+  void* args[] = {copy.data()};
   Launch l;
   l.kernel = k.name;
   l.fn = k.fn;
@@ -126,7 +88,9 @@ void launch_host_kernel(const HostKernel& k, dim3 grid, dim3 block, size_t dynam
   l.grid = grid;
   l.block = block;
   l.dynamic_shared = dynamic_shared;
-  if (options.check && k.outputs != nullptr) l.outputs = k.outputs(k, args);
+  if (options.check && k.writes != nullptr)
+    for (const Region& r : k.writes(copy.data()))
+      if (r.bytes > 0) l.outputs.push_back(r);
   launch(l, options);
   const auto& all = host_kernels();
   if (&k >= all.data() && &k < all.data() + all.size()) ++launch_counters()[&k - all.data()];

@@ -1,4 +1,4 @@
-#include "launch.h"
+#include "fallback/emulator/launch.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,9 +7,10 @@
 #include <memory>
 #include <mutex>
 
-#include "block_runner.h"
-#include "error.h"
-#include "fallback/thread_pool.h"
+#include "core/error.h"
+#include "core/gpu_limits.h"
+#include "fallback/cpu/thread_pool.h"
+#include "fallback/emulator/block_runner.h"
 
 namespace cc1d {
 namespace emu {
@@ -56,16 +57,17 @@ BlockOrder block_order(uint64_t n, bool random, uint64_t seed) {
 void validate_geometry(const Launch& l) {
   const dim3 b = l.block, g = l.grid;
   const uint64_t threads = uint64_t(b.x) * b.y * b.z;
-  if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024)
+  if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > kMaxBlockThreads || b.y > kMaxBlockThreads || b.z > kMaxBlockZ ||
+      threads > kMaxBlockThreads)
     fail(CC1D_ERR_INVALID_ARGUMENT,
          "emulated launch of " + l.kernel + ": block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," +
              std::to_string(b.z) + ") is not a valid CUDA block (each dimension >= 1, x,y <= 1024, z <= 64, "
              "at most 1024 threads)");
-  if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+  if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > kMaxGridX || g.y > kMaxGridYZ || g.z > kMaxGridYZ)
     fail(CC1D_ERR_INVALID_ARGUMENT,
          "emulated launch of " + l.kernel + ": grid (" + std::to_string(g.x) + "," + std::to_string(g.y) + "," +
              std::to_string(g.z) + ") is not a valid CUDA grid (x <= 2^31-1, y,z <= 65535, none 0)");
-  if (l.dynamic_shared > 227 * 1024)
+  if (l.dynamic_shared > kMaxOptInShared)
     fail(CC1D_ERR_INVALID_ARGUMENT, "emulated launch of " + l.kernel + ": " + std::to_string(l.dynamic_shared) +
                                         " bytes of dynamic shared memory exceed the 227 KiB any GPU offers");
   if (l.fn == nullptr) fail(CC1D_ERR_INTERNAL, "emulated launch of " + l.kernel + " has no host function");
@@ -135,6 +137,19 @@ uint64_t next_seed() {
 }
 
 }  // namespace
+
+Region strided_region(void* data, size_t elem_bytes, const long long* shape, const long long* strides, int rank) {
+  Region r;
+  if (data == nullptr) return r;
+  long long last = 0;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] <= 0) return r;
+    last += (shape[i] - 1) * strides[i];
+  }
+  r.data = data;
+  r.bytes = static_cast<size_t>(last + 1) * elem_bytes;
+  return r;
+}
 
 LaunchOptions options_from_env() {
   LaunchOptions o;

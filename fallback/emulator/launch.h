@@ -25,6 +25,10 @@ struct Region {
   size_t bytes = 0;
 };
 
+// The byte range covering a strided tensor (non-negative strides); empty when data is null or
+// a size is 0. For the kernels' `writes` functions (kernel_registry.h).
+Region strided_region(void* data, size_t elem_bytes, const long long* shape, const long long* strides, int rank);
+
 struct LaunchOptions {
   bool check = false;    // CAUSAL_CONV1D_EMULATE_CHECK=1
   uint64_t seed = 0;     // CAUSAL_CONV1D_EMULATE_SEED; 0: a new seed per launch

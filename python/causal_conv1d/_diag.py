@@ -29,7 +29,11 @@ class StrictModeError(RuntimeError):
 
 
 def strict_mode() -> bool:
-    """Whether CAUSAL_CONV1D_STRICT asks for fallbacks to be errors (read at every call)."""
+    """Whether CAUSAL_CONV1D_STRICT asks for fallbacks to be errors (read at every call).
+
+    libcc1d decides this for every call it plans (cc1d_plan.strict); this copy of its rule serves
+    only where there is no library to ask (the import-time check, and plans without libcc1d).
+    tests/python/test_dispatch.py proves the two agree on every value."""
     value = os.environ.get("CAUSAL_CONV1D_STRICT", "").strip().lower()
     if value in _TRUE:
         return True

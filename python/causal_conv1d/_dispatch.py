@@ -1,21 +1,16 @@
-"""Backend selection: which implementation serves a call, and why.
+"""Running an op: which backend serves the call, and why.
 
-Backends
-  cpu      libcc1d's native CPU kernels (host memory; CUDA tensors are copied to host and back
-           when this backend is asked for explicitly, or as auto's last resort).
-  aten     torch ops on the tensor's own device (causal_conv1d_ref: fp32 compute, then cast).
-  nvrtc    libcc1d's kernels JIT-compiled by NVRTC, for CUDA tensors.
-  emulate  libcc1d's kernels compiled for the host and run by its emulator (host memory; debug).
-  auto     CPU tensors -> cpu; CUDA tensors -> nvrtc, else aten on the device, else cpu with
-           copies; other devices -> aten.
+The policy (which backends to try, in which order, CAUSAL_CONV1D_BACKEND and
+CAUSAL_CONV1D_STRICT) lives in libcc1d; this module asks it (cc1d_plan_dispatch) and walks the
+answer. It adds only what a host framework must: the per-call `backend=` argument and
+`use_backend(...)` (a context variable, so per thread and per asyncio task), the "aten" backend
+(torch ops), host copies for backends that read host memory, and the warning (or, in strict
+mode, the error) that every fallback gets.
 
-Precedence: the per-call `backend=` argument > `use_backend(...)` (a context variable, so it is
-per thread and per asyncio task) > the CAUSAL_CONV1D_BACKEND environment variable > auto.
+Precedence: the per-call `backend=` argument > `use_backend(...)` > CAUSAL_CONV1D_BACKEND > auto.
 
-A fallback (auto could not use its first choice) is reported once per process and reason as a
-CausalConv1dWarning naming what was tried, why it failed and which backend serves;
-CAUSAL_CONV1D_STRICT=1 turns it into a StrictModeError. A backend that was asked for explicitly
-and cannot serve raises BackendUnavailableError with the reason.
+Without a loadable libcc1d the plan is "aten only": the import already warned (or, in strict
+mode, failed), and a lib backend asked for by name raises BackendUnavailableError.
 """
 
 from __future__ import annotations
@@ -25,16 +20,14 @@ import contextvars
 import dataclasses
 import os
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
 from . import _lib
 from ._diag import StrictModeError, logger, strict_mode, warn_once
-from ._ref import ref_forward
 
-BACKENDS = ("auto", "cpu", "aten", "nvrtc", "emulate")
-_LIB_BACKENDS = {"cpu": _lib.BACKEND_CPU, "nvrtc": _lib.BACKEND_NVRTC, "emulate": _lib.BACKEND_EMULATE}
+BACKENDS = tuple(_lib.BACKEND_IDS)  # auto, cpu, nvrtc, emulate, aten
 _LOAD_KEY = "libcc1d-load"
 
 _context_backend: contextvars.ContextVar = contextvars.ContextVar("causal_conv1d_backend", default=None)
@@ -57,19 +50,6 @@ def use_backend(name: str):
         _context_backend.reset(token)
 
 
-def requested_backend(per_call: Optional[str] = None) -> tuple:
-    """(name, source): what the caller asked for and where that came from."""
-    if per_call:
-        return check_backend_name(per_call, "argument 'backend'"), "argument backend="
-    ctx = _context_backend.get()
-    if ctx is not None:
-        return ctx, "use_backend()"
-    env = os.environ.get("CAUSAL_CONV1D_BACKEND", "").strip()
-    if env:
-        return check_backend_name(env, "environment variable CAUSAL_CONV1D_BACKEND"), "CAUSAL_CONV1D_BACKEND"
-    return "auto", "default"
-
-
 @dataclasses.dataclass(frozen=True)
 class BackendChoice:
     """Which backend served a call, and why (see last_backend())."""
@@ -81,6 +61,7 @@ class BackendChoice:
     reason: str  # a sentence
     fallback_from: tuple = ()  # ((backend, why it could not serve), ...)
     host_copies: bool = False  # tensors were copied to host memory and back
+    op: str = "fwd"
 
     def __str__(self) -> str:
         return f"{self.backend} ({self.reason})"
@@ -90,24 +71,39 @@ _tls = threading.local()
 
 
 def last_backend() -> Optional[BackendChoice]:
-    """The BackendChoice of the last forward on this thread (None before the first)."""
+    """The BackendChoice of the last op call on this thread (None before the first)."""
     return getattr(_tls, "last", None)
 
 
-def _record(choice: BackendChoice) -> None:
-    _tls.last = choice
+@dataclasses.dataclass
+class OpCall:
+    """One call of an op, as the dispatcher runs it.
+
+    tensors: every tensor argument by its C struct field name (None for absent ones);
+    written: the names among them that the op writes (outputs and in-out state);
+    run_lib(tensors, backend_id, stream): calls libcc1d's entry point on these tensors;
+    run_aten(): the torch-ops implementation, writing the same tensors."""
+
+    op: str
+    device: torch.device
+    tensors: dict
+    written: tuple
+    run_lib: Callable
+    run_aten: Callable
 
 
-# ---- availability ---------------------------------------------------------------------------
+# ---- plans ----------------------------------------------------------------------------------
 
-_avail_cache: dict = {}
-_avail_lock = threading.Lock()
+_plan_cache: dict = {}
+_broken: dict = {}  # (backend, device_type, index) -> why it failed at run time
+_cache_lock = threading.Lock()
 
 
 def _clear_caches() -> None:
     """Testing aid."""
-    with _avail_lock:
-        _avail_cache.clear()
+    with _cache_lock:
+        _plan_cache.clear()
+        _broken.clear()
 
 
 def _device_str(device: torch.device) -> str:
@@ -116,74 +112,93 @@ def _device_str(device: torch.device) -> str:
     return str(device)
 
 
-def _lib_available(name: str, device_type: int, device_index: int) -> tuple:
-    key = (name, device_type, device_index)
-    with _avail_lock:
-        hit = _avail_cache.get(key)
-    if hit is not None:
-        return hit
-    lib = _lib.library()
-    if lib is None:
-        return False, _lib.load_error(), _LOAD_KEY
-    try:
-        ok, why = lib.backend_available(_LIB_BACKENDS[name], device_type, device_index)
-    except _lib.LibraryError as e:
-        ok, why = False, f"cc1d_backend_available failed: {e}"
-    result = (ok, why, (name, why))
-    with _avail_lock:
-        _avail_cache[key] = result
-    return result
-
-
-def _mark_unavailable(name: str, device_type: int, device_index: int, why: str) -> None:
-    with _avail_lock:
-        _avail_cache[(name, device_type, device_index)] = (False, why, (name, why))
-
-
-def availability(name: str, device: torch.device) -> tuple:
-    """(ok, reason, key) for backend `name` serving tensors on `device`."""
-    if name == "aten":
-        return True, "", None
-    if name == "nvrtc":
-        if device.type != "cuda":
-            return False, f"the nvrtc backend runs on CUDA tensors; the tensors are on {device}", ("nvrtc", device.type)
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return _lib_available("nvrtc", _lib.DEVICE_CUDA, index)
-    # cpu / emulate run in host memory, whatever the tensors' device (copies otherwise)
-    return _lib_available(name, _lib.DEVICE_CPU, 0)
-
-
-def auto_candidates(device: torch.device) -> list:
-    if device.type == "cpu":
-        return ["cpu", "aten"]
+def _device_codes(device: torch.device) -> tuple:
     if device.type == "cuda":
-        return ["nvrtc", "aten", "cpu"]
-    return ["aten"]
+        return _lib.DEVICE_CUDA, device.index if device.index is not None else torch.cuda.current_device()
+    if device.type == "cpu":
+        return _lib.DEVICE_CPU, 0
+    return None  # meta and other devices: only aten
 
 
-def _describe(name: str, device: torch.device) -> str:
+def _requested(per_call: Optional[str]) -> tuple:
+    """(name or None for 'defer to the environment', source) from the argument or the context."""
+    if per_call:
+        return check_backend_name(per_call, "argument 'backend'"), "argument backend="
+    ctx = _context_backend.get()
+    if ctx is not None:
+        return ctx, "use_backend()"
+    return None, None
+
+
+def plan(op: str, device: torch.device, backend: Optional[str] = None) -> _lib.Plan:
+    """libcc1d's dispatch plan for `op` on `device` (cached; the environment is part of the key),
+    with backends that failed at run time marked unavailable."""
+    asked, source = _requested(backend)
+    codes = _device_codes(device)
+    env = (os.environ.get("CAUSAL_CONV1D_BACKEND", ""), os.environ.get("CAUSAL_CONV1D_STRICT", ""))
+    key = (op, asked, codes, env)
+    with _cache_lock:
+        p = _plan_cache.get(key)
+    if p is None:
+        p = _make_plan(op, asked, codes)
+        if source is not None:
+            p = p._replace(source=source)
+        with _cache_lock:
+            _plan_cache[key] = p
+    if _broken and codes is not None:
+        cands = []
+        for c in p.candidates:
+            why = _broken.get((c.backend,) + (codes if not c.host_copies else (_lib.DEVICE_CPU, 0)))
+            cands.append(c._replace(available=False, reason=why) if why and c.available else c)
+        p = p._replace(candidates=tuple(cands))
+    return p
+
+
+def _aten_candidate() -> _lib.Candidate:
+    return _lib.Candidate("aten", True, False, True, "aten: torch ops on the tensors' device")
+
+
+def _make_plan(op: str, asked: Optional[str], codes) -> _lib.Plan:
+    lib = _lib.library()
+    if codes is not None and lib is not None:
+        return lib.plan(op, asked or "auto", *codes)
+    # No libcc1d, or a device it does not serve (meta, ...): torch ops only.
+    name = asked or "auto"
+    if name in ("auto", "aten"):
+        return _lib.Plan(name, "default", strict_mode(), (_aten_candidate(),))
+    why = _lib.load_error() if lib is None else "libcc1d serves cpu and cuda tensors only"
+    return _lib.Plan(name, "argument", strict_mode(), (_lib.Candidate(name, False, False, False, why),))
+
+
+def _mark_broken(backend: str, device_type: int, index: int, why: str) -> None:
+    with _cache_lock:
+        _broken[(backend, device_type, index)] = why
+
+
+# ---- announcing fallbacks -----------------------------------------------------------------
+
+
+def _describe(name: str, device: torch.device, host_copies: bool) -> str:
     d = _device_str(device)
     if name == "aten":
         return f"torch ops on {d}"
     if name == "nvrtc":
         return f"libcc1d NVRTC kernels on {d}"
-    where = "" if device.type == "cpu" else f", copying the {d} tensors to host memory and back"
-    return ("libcc1d CPU kernels" if name == "cpu" else "libcc1d emulator") + where
+    what = "libcc1d CPU kernels" if name == "cpu" else "libcc1d emulator"
+    return what + (f", copying the {d} tensors to host memory and back" if host_copies else "")
 
 
-def _fallback_message(failures: list, served: str, device: torch.device) -> str:
-    tried = "; ".join(f"backend '{n}' cannot serve {_device_str(device)}: {why}" for n, why, _ in failures)
-    return (f"causal_conv1d: {tried}. Falling back to '{served}' ({_describe(served, device)}). "
-            f"Set CAUSAL_CONV1D_STRICT=1 to make this an error, or pick a backend with backend=, "
-            f"causal_conv1d.use_backend() or CAUSAL_CONV1D_BACKEND.")
-
-
-def _announce_fallback(failures: list, served: str, device: torch.device) -> None:
-    message = _fallback_message(failures, served, device)
-    if strict_mode():
+def _announce_fallback(failures: list, served: str, device: torch.device, host_copies: bool, strict: bool) -> None:
+    tried = "; ".join(f"backend '{n}' cannot serve {_device_str(device)}: {why}" for n, why in failures)
+    message = (f"causal_conv1d: {tried}. Falling back to '{served}' ({_describe(served, device, host_copies)}). "
+               f"Set CAUSAL_CONV1D_STRICT=1 to make this an error, or pick a backend with backend=, "
+               f"causal_conv1d.use_backend() or CAUSAL_CONV1D_BACKEND.")
+    if strict:
         raise StrictModeError(message + " (CAUSAL_CONV1D_STRICT=1 forbids the fallback.)")
-    keys = tuple(k for _, _, k in failures)
-    key = _LOAD_KEY if keys and all(k == _LOAD_KEY for k in keys) else ("fallback", keys, served, device.type)
+    if _lib.library() is None and all(n != "aten" for n, _ in failures):
+        key = _LOAD_KEY  # the import already said it once
+    else:
+        key = ("fallback", tuple(failures), served, device.type)
     warn_once(key, message)
 
 
@@ -211,111 +226,84 @@ def on_import() -> None:
 # ---- execution ------------------------------------------------------------------------------
 
 
-def _run_aten(x, weight, bias, seq_idx, initial_states, out, final_states, silu):
-    res, fs = ref_forward(x, weight, bias, seq_idx, initial_states, silu, final_states is not None)
-    out.copy_(res)
-    if final_states is not None:
-        final_states.copy_(fs)
+def _run_with_host_copies(call: OpCall, backend_id: int) -> None:
+    host = {k: (None if t is None else t.cpu()) for k, t in call.tensors.items()}
+    call.run_lib(host, backend_id, None)
+    for name in call.written:
+        if call.tensors[name] is not None:
+            call.tensors[name].copy_(host[name])
 
 
-def _run_lib(name, x, weight, bias, seq_idx, initial_states, out, final_states, silu) -> bool:
-    """Runs a libcc1d backend; returns whether host copies were made."""
-    lib = _lib.library()
-    backend_id = _LIB_BACKENDS[name]
-    if name == "nvrtc":
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        lib.fwd(x, weight, bias, seq_idx, initial_states, out, final_states, silu=silu,
-                backend=backend_id, stream=stream)
-        return False
-    if x.device.type == "cpu":
-        lib.fwd(x, weight, bias, seq_idx, initial_states, out, final_states, silu=silu, backend=backend_id)
-        return False
-    host = [None if t is None else t.cpu() for t in (x, weight, bias, seq_idx, initial_states)]
-    out_h = torch.empty_like(out, device="cpu")
-    fs_h = None if final_states is None else torch.empty_like(final_states, device="cpu")
-    lib.fwd(*host, out_h, fs_h, silu=silu, backend=backend_id)
-    out.copy_(out_h)
-    if final_states is not None:
-        final_states.copy_(fs_h)
-    return True
-
-
-def run_fwd(x, weight, bias, seq_idx, initial_states, out, final_states, silu: bool,
-            backend: Optional[str] = None) -> BackendChoice:
-    """Writes out (and final_states when not None) with the selected backend."""
-    requested, source = requested_backend(backend)
-    device = x.device
+def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
+    """Runs `call` with the first backend of the plan that can serve it; returns the choice."""
+    device = call.device
+    p = plan(call.op, device, backend)
     dstr = _device_str(device)
-    candidates = auto_candidates(device) if requested == "auto" else [requested]
     failures = []
-    for i, name in enumerate(candidates):
-        ok, why, key = availability(name, device)
-        if not ok:
-            failures.append((name, why, key))
+    for i, c in enumerate(p.candidates):
+        if not c.available:
+            failures.append((c.backend, c.reason))
             continue
-        if failures and requested == "auto":
-            _announce_fallback(failures, name, device)
+        if failures:
+            _announce_fallback(failures, c.backend, device, c.host_copies, p.strict)
         try:
-            if name == "aten":
-                _run_aten(x, weight, bias, seq_idx, initial_states, out, final_states, silu)
-                copies = False
+            if c.runs_in_host:
+                call.run_aten()
+            elif c.host_copies:
+                _run_with_host_copies(call, _lib.BACKEND_IDS[c.backend])
             else:
-                copies = _run_lib(name, x, weight, bias, seq_idx, initial_states, out, final_states, silu)
+                stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+                call.run_lib(call.tensors, _lib.BACKEND_IDS[c.backend], stream)
         except _lib.LibraryRuntimeError as e:
             retryable = e.status in (_lib.ERR_UNSUPPORTED, _lib.ERR_BACKEND_UNAVAILABLE, _lib.ERR_COMPILE)
-            # Remember the failure so later calls neither retry a broken compile nor warn again.
+            # Remember a backend that cannot work here, so later calls neither retry nor warn again.
             if e.status in (_lib.ERR_BACKEND_UNAVAILABLE, _lib.ERR_COMPILE):
-                if name == "nvrtc":
-                    _mark_unavailable(name, _lib.DEVICE_CUDA, x.device.index or 0, str(e))
-                else:
-                    _mark_unavailable(name, _lib.DEVICE_CPU, 0, str(e))
-            if requested == "auto" and retryable and i + 1 < len(candidates):
-                failures.append((name, str(e), (name, str(e))))  # same key as the cached unavailability
+                codes = (_lib.DEVICE_CPU, 0) if c.host_copies else _device_codes(device)
+                _mark_broken(c.backend, *codes, str(e))
+            if p.requested == "auto" and retryable and i + 1 < len(p.candidates):
+                failures.append((c.backend, str(e)))
                 continue
             if e.status == _lib.ERR_BACKEND_UNAVAILABLE:
                 raise _lib.BackendUnavailableError(
-                    f"causal_conv1d: backend '{name}' (requested by {source}) cannot serve {dstr}: {e}",
+                    f"causal_conv1d: backend '{c.backend}' (requested by {p.source}) cannot serve {dstr}: {e}",
                     e.status) from e
             raise
-        if requested == "auto":
+        if p.requested == "auto":
             if failures:
-                reason = (f"auto: fell back to {_describe(name, device)}; " +
-                          "; ".join(f"'{n}' unavailable ({w})" for n, w, _ in failures))
+                reason = (f"auto: fell back to {_describe(c.backend, device, c.host_copies)}; " +
+                          "; ".join(f"'{n}' unavailable ({w})" for n, w in failures))
             else:
-                reason = f"auto: {device.type} tensors are served by {_describe(name, device)}"
+                reason = f"auto: {device.type} tensors are served by {_describe(c.backend, device, c.host_copies)}"
         else:
-            reason = f"requested by {source}: {_describe(name, device)}"
-        choice = BackendChoice(backend=name, requested=requested, source=source, device=dstr, reason=reason,
-                               fallback_from=tuple((n, w) for n, w, _ in failures), host_copies=copies)
-        _record(choice)
-        logger.debug("forward served by %s", choice)
+            reason = f"requested by {p.source}: {_describe(c.backend, device, c.host_copies)}"
+        choice = BackendChoice(backend=c.backend, requested=p.requested, source=p.source, device=dstr,
+                               reason=reason, fallback_from=tuple(failures), host_copies=c.host_copies, op=call.op)
+        _tls.last = choice
+        logger.debug("%s served by %s", call.op, choice)
         return choice
-    if requested != "auto":
-        name, why, _ = failures[0]
+    name, why = failures[0]
+    if p.requested != "auto":
         raise _lib.BackendUnavailableError(
-            f"causal_conv1d: backend '{name}' (requested by {source}) cannot serve {dstr}: {why}")
+            f"causal_conv1d: backend '{name}' (requested by {p.source}) cannot serve {dstr}: {why}")
     raise _lib.BackendUnavailableError(
-        "causal_conv1d: no backend can serve " + dstr + ": " + "; ".join(f"'{n}': {w}" for n, w, _ in failures))
+        "causal_conv1d: no backend can serve " + dstr + ": " + "; ".join(f"'{n}': {w}" for n, w in failures))
 
 
-def explain(device, backend: Optional[str] = None) -> dict:
+def explain(device, backend: Optional[str] = None, op: str = "fwd") -> dict:
     """What a call on `device` would use now, and why — without running or warning."""
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
-    requested, source = requested_backend(backend)
-    candidates = auto_candidates(device) if requested == "auto" else [requested]
+    p = plan(op, device, backend)
     tried = []
-    for name in candidates:
-        if device.type == "cuda" and name == "aten" and not torch.cuda.is_available():
+    for c in p.candidates:
+        ok, why = c.available, c.reason
+        if ok and device.type == "cuda" and c.backend == "aten" and not torch.cuda.is_available():
             ok, why = False, "torch.cuda.is_available() is False (no CUDA device, or a CPU-only torch)"
-        else:
-            ok, why, _ = availability(name, device)
         if ok:
-            return {"requested": requested, "source": source, "backend": name,
-                    "serves": _describe(name, device), "fallback": bool(tried),
-                    "rejected": [{"backend": n, "reason": w} for n, w in tried],
-                    "strict_mode": strict_mode()}
-        tried.append((name, why))
-    return {"requested": requested, "source": source, "backend": None, "serves": None, "fallback": False,
+            return {"requested": p.requested, "source": p.source, "backend": c.backend,
+                    "serves": _describe(c.backend, device, c.host_copies), "fallback": bool(tried),
+                    "rejected": [{"backend": n, "reason": w} for n, w in tried], "strict_mode": p.strict}
+        tried.append((c.backend, why))
+    return {"requested": p.requested, "source": p.source, "backend": None, "serves": None, "fallback": False,
             "rejected": [{"backend": n, "reason": w} for n, w in tried]}

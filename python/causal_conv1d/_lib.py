@@ -1,7 +1,11 @@
-"""ctypes binding of libcc1d, the C runtime (runtime/include/cc1d/cc1d.h, ABI version 1).
+"""ctypes binding of libcc1d, the C runtime (runtime/include/cc1d/cc1d.h).
 
 Nothing here links libtorch: tensors are described to the library by data pointer, dtype,
-device, shape and strides (in elements), and CUDA work is queued on the caller's stream.
+device, shape and strides (in elements), and CUDA work is queued on the caller's stream. This
+module knows no op: each op module builds its own argument struct and calls `Library.call`.
+
+The constants below are copies of cc1d.h's; tests/python/test_c_abi.py parses the header and
+proves they match. The backend and op names are read from the loaded library.
 
 The library is looked up, in order:
   1. CAUSAL_CONV1D_LIBRARY (a path to the .so) when set, and only there;
@@ -12,18 +16,21 @@ Loading never raises: `load()` returns the Library or None and records the reaso
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
+import logging
 import os
 import threading
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from ._diag import logger
 
 ABI_VERSION = 1
 MAX_RANK = 4
 MAX_WIDTH = 8
+MAX_BACKENDS = 8
 
 # cc1d_status
 OK = 0
@@ -59,16 +66,22 @@ INT32 = 3
 DEVICE_CPU = 0
 DEVICE_CUDA = 1
 
-# cc1d_backend
-BACKEND_AUTO = 0
-BACKEND_CPU = 1
-BACKEND_NVRTC = 2
-BACKEND_EMULATE = 3
-BACKEND_IDS = {"auto": BACKEND_AUTO, "cpu": BACKEND_CPU, "nvrtc": BACKEND_NVRTC, "emulate": BACKEND_EMULATE}
+# cc1d_backend, by name (cc1d_backend_name of the loaded library must agree)
+BACKEND_IDS = {"auto": 0, "cpu": 1, "nvrtc": 2, "emulate": 3, "aten": 4}
+BACKEND_NAMES = {v: k for k, v in BACKEND_IDS.items()}
+
+# cc1d_op, by name (cc1d_op_name must agree)
+OP_IDS = {"fwd": 0}
+
+# cc1d_source
+SOURCE_NAMES = {0: "argument", 1: "CAUSAL_CONV1D_BACKEND", 2: "default"}
 
 # cc1d_activation
 ACT_NONE = 0
 ACT_SILU = 1
+
+# cc1d_log_level -> logging levels
+LOG_LEVELS = {0: 5, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR, 5: logging.CRITICAL + 10}
 
 
 class CTensor(ctypes.Structure):
@@ -85,22 +98,32 @@ class CTensor(ctypes.Structure):
     ]
 
 
-class CFwdArgs(ctypes.Structure):
-    """struct cc1d_fwd_args."""
+class CCandidate(ctypes.Structure):
+    """struct cc1d_candidate."""
+
+    _fields_ = [
+        ("backend", ctypes.c_int32),
+        ("available", ctypes.c_int32),
+        ("host_copies", ctypes.c_int32),
+        ("runs_in_host", ctypes.c_int32),
+        ("reason", ctypes.c_char_p),
+    ]
+
+
+class CPlan(ctypes.Structure):
+    """struct cc1d_plan."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
-        ("x", ctypes.POINTER(CTensor)),
-        ("weight", ctypes.POINTER(CTensor)),
-        ("bias", ctypes.POINTER(CTensor)),
-        ("seq_idx", ctypes.POINTER(CTensor)),
-        ("initial_states", ctypes.POINTER(CTensor)),
-        ("out", ctypes.POINTER(CTensor)),
-        ("final_states", ctypes.POINTER(CTensor)),
-        ("activation", ctypes.c_int32),
-        ("backend", ctypes.c_int32),
-        ("stream", ctypes.c_void_p),
+        ("requested", ctypes.c_int32),
+        ("source", ctypes.c_int32),
+        ("strict", ctypes.c_int32),
+        ("count", ctypes.c_int32),
+        ("candidates", CCandidate * MAX_BACKENDS),
     ]
+
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
 
 # ---- exceptions ---------------------------------------------------------------------------
@@ -150,24 +173,20 @@ def error_for_status(status: int, message: str) -> LibraryError:
 # ---- tensors -> structs ---------------------------------------------------------------------
 
 
-def _torch_dtype_codes():
-    import torch
-
-    return {torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.int32: INT32}
-
-
 _DTYPE_CODES = None
 
 
 def dtype_code(dtype) -> int:
     global _DTYPE_CODES
     if _DTYPE_CODES is None:
-        _DTYPE_CODES = _torch_dtype_codes()
+        import torch
+
+        _DTYPE_CODES = {torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.int32: INT32}
     try:
         return _DTYPE_CODES[dtype]
     except KeyError:
         raise TypeError(f"libcc1d has no element type for {dtype}; expected float32, float16, "
-                        f"bfloat16 (or int32 for seq_idx)") from None
+                        f"bfloat16 (or int32 for indices)") from None
 
 
 def device_codes(device) -> tuple:
@@ -199,8 +218,36 @@ def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = N
     return s
 
 
-def _ptr(s: Optional[CTensor]):
-    return ctypes.pointer(s) if s is not None else None
+def fill_args(struct_type, tensors: dict, **scalars):
+    """An op's argument struct: struct_size set, each tensor field pointing to its cc1d_tensor
+    (None stays NULL), the scalar fields as given. The returned struct keeps its tensors alive."""
+    args = struct_type()
+    args.struct_size = ctypes.sizeof(struct_type)
+    keep = []
+    for name, t in tensors.items():
+        if t is not None:
+            s = tensor_struct(t)
+            keep.append(s)
+            setattr(args, name, ctypes.pointer(s))
+    for name, v in scalars.items():
+        setattr(args, name, v)
+    args._keep = keep
+    return args
+
+
+class Candidate(NamedTuple):
+    backend: str
+    available: bool
+    host_copies: bool
+    runs_in_host: bool
+    reason: str
+
+
+class Plan(NamedTuple):
+    requested: str
+    source: str  # argument | CAUSAL_CONV1D_BACKEND | default
+    strict: bool
+    candidates: tuple
 
 
 # ---- the loaded library -------------------------------------------------------------------
@@ -211,28 +258,32 @@ class Library:
 
     def __init__(self, path: str, cdll: ctypes.CDLL):
         self.path = path
-        self._dll = cdll
-        d = cdll
-        d.cc1d_abi_version.restype = ctypes.c_uint32
-        d.cc1d_abi_version.argtypes = []
-        d.cc1d_version.restype = ctypes.c_char_p
-        d.cc1d_version.argtypes = []
-        d.cc1d_last_error.restype = ctypes.c_char_p
-        d.cc1d_last_error.argtypes = []
-        d.cc1d_causal_conv1d_fwd.restype = ctypes.c_int
-        d.cc1d_causal_conv1d_fwd.argtypes = [ctypes.POINTER(CFwdArgs)]
-        d.cc1d_set_torch_info.restype = ctypes.c_int
-        d.cc1d_set_torch_info.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
-        d.cc1d_report.restype = ctypes.c_int
-        d.cc1d_report.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
-        d.cc1d_backend_available.restype = ctypes.c_int
-        d.cc1d_backend_available.argtypes = [ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
+        self._dll = d = cdll
+        sig = {
+            "cc1d_abi_version": (ctypes.c_uint32, []),
+            "cc1d_version": (ctypes.c_char_p, []),
+            "cc1d_last_error": (ctypes.c_char_p, []),
+            "cc1d_backend_name": (ctypes.c_char_p, [ctypes.c_int32]),
+            "cc1d_op_name": (ctypes.c_char_p, [ctypes.c_int32]),
+            "cc1d_plan_dispatch": (ctypes.c_int, [ctypes.c_int32] * 4 + [ctypes.POINTER(CPlan)]),
+            "cc1d_backend_available": (ctypes.c_int, [ctypes.c_int32] * 3),
+            "cc1d_set_log_callback": (ctypes.c_int, [LOG_FN, ctypes.c_void_p]),
+            "cc1d_set_log_level": (ctypes.c_int, [ctypes.c_int32]),
+            "cc1d_get_log_level": (ctypes.c_int32, []),
+            "cc1d_set_torch_info": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]),
+            "cc1d_report": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+        }
+        for name, (restype, argtypes) in sig.items():
+            f = getattr(d, name)  # AttributeError: not a usable libcc1d
+            f.restype, f.argtypes = restype, argtypes
         self.abi_version = int(d.cc1d_abi_version())
         self.version = (d.cc1d_version() or b"").decode("utf-8", "replace")
+        self._entries = {}
+        self._log_fn = None
 
-    # raw access, for tests of the ABI itself
     @property
     def dll(self) -> ctypes.CDLL:
+        """Raw access, for tests of the ABI itself."""
         return self._dll
 
     def last_error(self) -> str:
@@ -245,24 +296,39 @@ class Library:
         text = self.last_error() or f"(libcc1d gave no message for {what})"
         raise error_for_status(status, f"{text} [{STATUS_NAMES.get(status, status)} from {what}]")
 
-    def fwd_status(self, args: CFwdArgs) -> int:
-        """Calls cc1d_causal_conv1d_fwd and returns the raw status (the GIL is released)."""
-        return int(self._dll.cc1d_causal_conv1d_fwd(ctypes.byref(args)))
+    def names(self, fn: str) -> tuple:
+        """cc1d_backend_name or cc1d_op_name for 0, 1, ... until NULL."""
+        f = getattr(self._dll, fn)
+        out, i = [], 0
+        while (n := f(i)) is not None:
+            out.append(n.decode())
+            i += 1
+        return tuple(out)
 
-    def fwd(self, x, weight, bias, seq_idx, initial_states, out, final_states, *, silu: bool,
-            backend: int, stream: Optional[int] = None) -> None:
-        """Runs the forward on torch tensors (no validation here; the library validates)."""
-        structs = [None if t is None else tensor_struct(t)
-                   for t in (x, weight, bias, seq_idx, initial_states, out, final_states)]
-        args = CFwdArgs()
-        args.struct_size = ctypes.sizeof(CFwdArgs)
-        (args.x, args.weight, args.bias, args.seq_idx, args.initial_states, args.out,
-         args.final_states) = [_ptr(s) for s in structs]
-        args.activation = ACT_SILU if silu else ACT_NONE
-        args.backend = backend
-        args.stream = stream or None
-        status = self.fwd_status(args)
-        self.raise_for(status, "cc1d_causal_conv1d_fwd")
+    def call_status(self, entry: str, args) -> int:
+        """Calls an op's entry point (e.g. "cc1d_causal_conv1d_fwd") and returns the raw status
+        (the GIL is released during the call)."""
+        f = self._entries.get(entry)
+        if f is None:
+            f = getattr(self._dll, entry)
+            f.restype, f.argtypes = ctypes.c_int, [ctypes.POINTER(type(args))]
+            self._entries[entry] = f
+        return int(f(ctypes.byref(args)))
+
+    def call(self, entry: str, args) -> None:
+        self.raise_for(self.call_status(entry, args), entry)
+
+    def plan(self, op: str, backend: str, device_type: int, device_index: int) -> Plan:
+        """The dispatch policy's candidates for `op` (cc1d_plan_dispatch)."""
+        p = CPlan()
+        p.struct_size = ctypes.sizeof(CPlan)
+        status = int(self._dll.cc1d_plan_dispatch(OP_IDS[op], BACKEND_IDS[backend], device_type, device_index,
+                                                  ctypes.byref(p)))
+        self.raise_for(status, "cc1d_plan_dispatch")
+        cands = tuple(Candidate(BACKEND_NAMES[c.backend], bool(c.available), bool(c.host_copies),
+                                bool(c.runs_in_host), (c.reason or b"").decode("utf-8", "replace"))
+                      for c in p.candidates[:p.count])
+        return Plan(BACKEND_NAMES[p.requested], SOURCE_NAMES[p.source], bool(p.strict), cands)
 
     def backend_available(self, backend: int, device_type: int, device_index: int) -> tuple:
         """(True, "") or (False, reason). Other failures raise."""
@@ -301,6 +367,28 @@ class Library:
         enc = (lambda s: None if s is None else str(s).encode("utf-8"))
         status = int(self._dll.cc1d_set_torch_info(enc(torch_version), enc(torch_cuda), int(cxx11_abi)))
         self.raise_for(status, "cc1d_set_torch_info")
+
+    def route_log_to_python(self) -> None:
+        """libcc1d's log lines go to the `causal_conv1d` logger, whose level follows libcc1d's
+        (CAUSAL_CONV1D_LOG_LEVEL means the same on both sides)."""
+        level = LOG_LEVELS.get(int(self._dll.cc1d_get_log_level()), logging.WARNING)
+        if os.environ.get("CAUSAL_CONV1D_LOG_LEVEL", "").strip():
+            logger.setLevel(level)
+            if not logger.handlers:  # asked for explicitly: show it even without logging config
+                h = logging.StreamHandler()
+                h.setFormatter(logging.Formatter("[causal_conv1d] %(levelname)s: %(message)s"))
+                logger.addHandler(h)
+
+        def forward(lvl, message, _user):
+            try:
+                logger.log(LOG_LEVELS.get(lvl, logging.WARNING), "%s", (message or b"").decode("utf-8", "replace"))
+            except Exception:  # never let an exception cross back into C
+                pass
+
+        self._log_fn = LOG_FN(forward)  # kept alive as long as the library
+        self.raise_for(int(self._dll.cc1d_set_log_callback(self._log_fn, None)), "cc1d_set_log_callback")
+        # Worker threads may log while the interpreter shuts down: back to stderr before that.
+        atexit.register(lambda: self._dll.cc1d_set_log_callback(LOG_FN(), None))
 
 
 _lock = threading.Lock()
@@ -355,14 +443,16 @@ def _try_load() -> tuple:
             continue
         try:
             lib = Library(path, cdll)
-        except AttributeError as e:  # a missing symbol: not our library, or a very old one
-            errors.append(f"{path}: not a usable libcc1d ({e})")
+        except AttributeError as e:  # a missing symbol: not our library, or an older one
+            errors.append(f"{path}: not a usable libcc1d ({e}); reinstall causal-conv1d so the Python code and "
+                          f"libcc1d come from the same build")
             continue
         if lib.abi_version != ABI_VERSION:
             errors.append(f"{path}: cc1d_abi_version() is {lib.abi_version}, this package needs "
                           f"{ABI_VERSION} (library {lib.version!r}); reinstall causal-conv1d so the "
                           f"Python code and libcc1d come from the same build")
             continue
+        lib.route_log_to_python()
         try:
             lib.set_torch_info(*_torch_facts())
         except Exception as e:  # informative only; never a reason to refuse the library

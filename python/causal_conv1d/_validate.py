@@ -1,22 +1,36 @@
-"""Argument checks shared by every backend, so each one fails the same way.
+"""Table-driven argument checks, the Python mirror of libcc1d's argument tables.
 
-Every message names the argument, what was expected and what came. Shapes and dtypes raise
-ValueError and TypeError respectively (mirroring libcc1d's CC1D_ERR_INVALID_ARGUMENT and
-CC1D_ERR_INVALID_TYPE). The checks only look at metadata (never at values), so they trace
-under torch.compile.
+Each op describes its tensor arguments as rows (`Arg`): the size symbols of each dimension
+(shared between arguments: batch, dim, width, ...), the dtype rule, whether it is optional and
+whether it is written. `check()` runs the rows in order, binds each symbol the first time it
+is seen, and raises a ValueError or TypeError (mirroring CC1D_ERR_INVALID_ARGUMENT and
+CC1D_ERR_INVALID_TYPE) that names the function, the argument, what was expected and what came.
+It looks only at metadata, never at values, so it traces under torch.compile; it runs once per
+call, in the op, before any backend.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional, Sequence
+
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-MAX_WIDTH = 8
 ACTIVATIONS = (None, "silu", "swish")
 
 
-def _shape(t) -> tuple:
-    return tuple(t.shape)
+class Arg(NamedTuple):
+    name: str
+    dims: tuple  # per dim: a symbol name, (symbol, offset), (symbol, offset, ">=") or None (any)
+    dtype: str  # "float", "int32", or the name of an earlier argument whose dtype it must have
+    optional: bool = False
+    written: bool = False
+    min_rank: Optional[int] = None  # ranks min_rank..len(dims) (missing trailing dims are 1)
+
+
+class Table(NamedTuple):
+    args: tuple
+    limits: dict  # symbol -> (lo, hi or None), checked where the symbol is bound
 
 
 def check_activation(activation, fn: str) -> bool:
@@ -28,87 +42,116 @@ def check_activation(activation, fn: str) -> bool:
     raise ValueError(f"{fn}: argument 'activation' must be None, 'silu' or 'swish'; got {activation!r}")
 
 
-def _tensor(t, name: str, fn: str, optional: bool) -> None:
-    if t is None and optional:
-        return
-    if not isinstance(t, torch.Tensor):
-        what = "a torch.Tensor or None" if optional else "a torch.Tensor"
-        raise TypeError(f"{fn}: argument '{name}' must be {what}; got {type(t).__name__}")
+def _shape(t) -> tuple:
+    return tuple(t.shape)
 
 
-def _same_device(t, name: str, x, fn: str) -> None:
-    if t.device != x.device:
-        raise ValueError(f"{fn}: argument '{name}' must be on x's device ({x.device}); "
-                         f"got a tensor on {t.device}")
+def _dim(rule):
+    """(symbol, offset, at_least) of a dim rule; symbol None for any size."""
+    if rule is None:
+        return None, 0, False
+    if isinstance(rule, str):
+        return rule, 0, False
+    return rule[0], rule[1], len(rule) > 2
 
 
-def check_fwd(x, weight, bias=None, seq_idx=None, initial_states=None, return_final_states=False,
-              final_states_out=None, activation=None, *, fn: str = "causal_conv1d_fn",
-              x_dtypes=FLOAT_DTYPES, w_dtypes=FLOAT_DTYPES) -> bool:
-    """Validates the arguments of the forward; returns whether silu is applied."""
-    silu = check_activation(activation, fn)
-    _tensor(x, "x", fn, False)
-    _tensor(weight, "weight", fn, False)
-    for t, name in ((bias, "bias"), (seq_idx, "seq_idx"), (initial_states, "initial_states")):
-        _tensor(t, name, fn, True)
-    if return_final_states:
-        _tensor(final_states_out, "final_states_out", fn, True)
+def _dim_name(rule) -> str:
+    sym, off, at_least = _dim(rule)
+    if sym is None:
+        return "any"
+    return sym + (f"{off:+d}" if off else "") + (" or more" if at_least else "")
 
-    names = ", ".join(str(d).replace("torch.", "") for d in x_dtypes)
-    if x.dim() != 3:
-        raise ValueError(f"{fn}: argument 'x' must have 3 dims (batch, dim, seqlen); got shape {_shape(x)}")
-    if x.dtype not in x_dtypes:
-        raise TypeError(f"{fn}: argument 'x' must have dtype {names}; got {x.dtype}")
-    batch, dim, seqlen = x.shape
-    if seqlen < 1:
-        raise ValueError(f"{fn}: argument 'x' must have seqlen (x.shape[2]) >= 1; got shape {_shape(x)}")
 
-    if weight.dim() != 2:
-        raise ValueError(f"{fn}: argument 'weight' must have 2 dims (dim, width); got shape {_shape(weight)}")
-    if weight.dtype not in w_dtypes:
-        wnames = ", ".join(str(d).replace("torch.", "") for d in w_dtypes)
-        raise TypeError(f"{fn}: argument 'weight' must have dtype {wnames}; got {weight.dtype}")
-    _same_device(weight, "weight", x, fn)
-    if weight.shape[0] != dim:
-        raise ValueError(f"{fn}: argument 'weight' must have shape (dim, width) with dim = x.shape[1] "
-                         f"= {dim}; got shape {_shape(weight)}")
-    width = weight.shape[1]
-    if width < 1 or width > MAX_WIDTH:
-        raise ValueError(f"{fn}: argument 'weight' must have a width (weight.shape[1]) between 1 and "
-                         f"{MAX_WIDTH}; got {width} (shape {_shape(weight)})")
+def _names(arg: Arg) -> str:
+    inner = ", ".join(_dim_name(r) for r in arg.dims)
+    return f"({inner},)" if len(arg.dims) == 1 else f"({inner})"
 
-    if bias is not None:
-        if bias.dim() != 1 or bias.shape[0] != dim:
-            raise ValueError(f"{fn}: argument 'bias' must have shape (dim,) = ({dim},); got shape {_shape(bias)}")
-        if bias.dtype != weight.dtype:
-            raise TypeError(f"{fn}: argument 'bias' must have weight's dtype {weight.dtype}; got {bias.dtype}")
-        _same_device(bias, "bias", x, fn)
 
-    if seq_idx is not None:
-        if seq_idx.dtype != torch.int32:
-            raise TypeError(f"{fn}: argument 'seq_idx' must have dtype torch.int32; got {seq_idx.dtype}")
-        if seq_idx.dim() != 2 or seq_idx.shape[0] != batch or seq_idx.shape[1] != seqlen:
-            raise ValueError(f"{fn}: argument 'seq_idx' must have shape (batch, seqlen) = ({batch}, {seqlen}); "
-                             f"got shape {_shape(seq_idx)}")
-        _same_device(seq_idx, "seq_idx", x, fn)
+def self_overlapping(t: torch.Tensor) -> bool:
+    """Whether two indices of `t` can address one element (the rule of libcc1d's tensor.cpp)."""
+    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1)
+    if any(n == 0 for n in t.shape):
+        return False
+    extent = 1
+    for stride, n in dims:
+        if stride < extent:
+            return True
+        extent += stride * (n - 1)
+    return False
 
-    expected_states = (batch, dim, width - 1)
-    if initial_states is not None:
-        if (initial_states.dim() != 3 or initial_states.shape[0] != batch or initial_states.shape[1] != dim
-                or initial_states.shape[2] != width - 1):
-            raise ValueError(f"{fn}: argument 'initial_states' must have shape (batch, dim, width-1) = "
-                             f"{expected_states}; got shape {_shape(initial_states)}")
-        if initial_states.dtype != x.dtype:
-            raise TypeError(f"{fn}: argument 'initial_states' must have x's dtype {x.dtype}; "
-                            f"got {initial_states.dtype}")
-        _same_device(initial_states, "initial_states", x, fn)
 
-    if return_final_states and final_states_out is not None:
-        f = final_states_out
-        if f.dim() != 3 or f.shape[0] != batch or f.shape[1] != dim or f.shape[2] != width - 1:
-            raise ValueError(f"{fn}: argument 'final_states_out' must have shape (batch, dim, width-1) = "
-                             f"{expected_states}; got shape {_shape(f)}")
-        if f.dtype != x.dtype:
-            raise TypeError(f"{fn}: argument 'final_states_out' must have x's dtype {x.dtype}; got {f.dtype}")
-        _same_device(f, "final_states_out", x, fn)
-    return silu
+def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_DTYPES) -> dict:
+    """Validates `tensors` (name -> tensor or None) against `table`; returns the symbol values."""
+    sym: dict = {}
+    first = None
+    for arg in table.args:
+        t = tensors.get(arg.name)
+        if t is None and arg.optional:
+            continue
+        if not isinstance(t, torch.Tensor):
+            what = "a torch.Tensor or None" if arg.optional else "a torch.Tensor"
+            raise TypeError(f"{fn}: argument '{arg.name}' must be {what}; got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise TypeError(f"{fn}: argument '{arg.name}' must be a dense (strided) tensor; got layout {t.layout}. "
+                            f"Call .to_dense() first")
+        rank = len(arg.dims)
+        lo_rank = arg.min_rank or rank
+        if not lo_rank <= t.dim() <= rank:
+            dims = f"{lo_rank} or {rank} dims" if lo_rank != rank else "1 dim" if rank == 1 else f"{rank} dims"
+            raise ValueError(f"{fn}: argument '{arg.name}' must have {dims} {_names(arg)}{_expected(arg, sym)}; "
+                             f"got shape {_shape(t)}")
+        if arg.dtype == "float":
+            if t.dtype not in float_dtypes:
+                names = ", ".join(str(d).replace("torch.", "") for d in float_dtypes)
+                raise TypeError(f"{fn}: argument '{arg.name}' must have dtype {names}; got {t.dtype}")
+        elif arg.dtype == "int32":
+            if t.dtype != torch.int32:
+                raise TypeError(f"{fn}: argument '{arg.name}' must have dtype torch.int32; got {t.dtype}")
+        else:
+            ref = tensors[arg.dtype]
+            if t.dtype != ref.dtype:
+                raise TypeError(f"{fn}: argument '{arg.name}' must have {arg.dtype}'s dtype {ref.dtype}; "
+                                f"got {t.dtype}")
+        if first is None:
+            first = arg.name, t.device
+        elif t.device != first[1]:
+            raise ValueError(f"{fn}: argument '{arg.name}' must be on {first[0]}'s device ({first[1]}); "
+                             f"got a tensor on {t.device}")
+        shape = _shape(t) + (1,) * (rank - t.dim())
+        for i, rule in enumerate(arg.dims):
+            name, off, at_least = _dim(rule)
+            if name is None:
+                continue
+            if name not in sym:
+                sym[name] = shape[i] - off
+                lo, hi = table.limits.get(name, (0, None))
+                v = sym[name]
+                if hi is None and v < lo:
+                    raise ValueError(f"{fn}: argument '{arg.name}' must have {name} ({arg.name}.shape[{i}]) >= {lo}; "
+                                     f"got shape {_shape(t)}")
+                if hi is not None and not lo <= v <= hi:
+                    raise ValueError(f"{fn}: argument '{arg.name}' must have a {name} ({arg.name}.shape[{i}]) "
+                                     f"between {lo} and {hi}; got {v} (shape {_shape(t)})")
+                continue
+            want = sym[name] + off
+            if (shape[i] < want) if at_least else (shape[i] != want):
+                raise ValueError(f"{fn}: argument '{arg.name}' must have shape {_names(arg)}"
+                                 f"{_expected(arg, sym)}; got shape {_shape(t)}")
+        if arg.written and self_overlapping(t):
+            raise ValueError(f"{fn}: argument '{arg.name}' is written, but its strides {tuple(t.stride())} make "
+                             f"elements share memory (an expanded or overlapping view); pass a tensor with "
+                             f"distinct elements, e.g. .contiguous() or torch.empty(...)")
+    return sym
+
+
+def _expected(arg: Arg, sym: dict) -> str:
+    """' = (2, 8, 3)' when every size is known, else ' with dim = 8, ...'."""
+    parts = []
+    for rule in arg.dims:
+        name, off, at_least = _dim(rule)
+        parts.append(None if name is None or name not in sym or at_least else sym[name] + off)
+    if all(p is not None for p in parts):
+        return " = " + (f"({parts[0]},)" if len(parts) == 1 else "(" + ", ".join(map(str, parts)) + ")")
+    known = [f"{_dim_name(r)} = {sym[_dim(r)[0]] + _dim(r)[1]}" for r in arg.dims
+             if _dim(r)[0] in sym]
+    return " with " + ", ".join(known) if known else ""

@@ -1,3 +1,3 @@
 """Version of the causal_conv1d Python package (single source: pyproject reads it with a regex)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -18,10 +18,9 @@ from typing import Optional
 
 import torch
 
-from . import _ops
+from . import _op_fwd
 from ._dispatch import check_backend_name
-from ._ref import ref_forward
-from ._validate import FLOAT_DTYPES, check_fwd
+from ._validate import FLOAT_DTYPES, check_activation
 
 __all__ = [
     "causal_conv1d_fn",
@@ -60,12 +59,12 @@ def causal_conv1d_fn(
     the backward re-runs the torch-ops reference in fp32 under autograd until libcc1d's native
     backward lands — correct, but slower and heavier than the forward.
     """
-    silu = check_fwd(x, weight, bias, seq_idx, initial_states, return_final_states, final_states_out,
-                     activation)
+    silu = check_activation(activation, "causal_conv1d_fn")
+    return_final_states = bool(return_final_states)
+    _op_fwd.check_args(x, weight, bias, seq_idx, initial_states, final_states_out if return_final_states else None)
     if backend is not None:
         backend = check_backend_name(backend, "causal_conv1d_fn: argument 'backend'")
-    return_final_states = bool(return_final_states)
-    out, fs = _ops.fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend or "")
+    out, fs = _op_fwd.fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend or "")
     if not return_final_states:
         return out
     if final_states_out is not None:
@@ -90,10 +89,10 @@ def causal_conv1d_ref(
     causal_conv1d_fn. Computes in float32 (float64 if x or weight is float64) and returns x's
     dtype. Also accepts float64 inputs (for high-precision references).
     """
-    dtypes = FLOAT_DTYPES + (torch.float64,)
-    silu = check_fwd(x, weight, bias, seq_idx, initial_states, return_final_states, final_states_out,
-                     activation, fn="causal_conv1d_ref", x_dtypes=dtypes, w_dtypes=dtypes)
-    out, fs = ref_forward(x, weight, bias, seq_idx, initial_states, silu, bool(return_final_states))
+    silu = check_activation(activation, "causal_conv1d_ref")
+    _op_fwd.check_args(x, weight, bias, seq_idx, initial_states, final_states_out if return_final_states else None,
+                       fn="causal_conv1d_ref", float_dtypes=FLOAT_DTYPES + (torch.float64,))
+    out, fs = _op_fwd.ref_forward(x, weight, bias, seq_idx, initial_states, silu, bool(return_final_states))
     if not return_final_states:
         return out
     if final_states_out is not None:

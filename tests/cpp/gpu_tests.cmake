@@ -72,7 +72,7 @@ endif()
 set(CC1D_BROKEN_KERNELS ${CMAKE_CURRENT_BINARY_DIR}/broken_kernels)
 file(GLOB _kernels ${PROJECT_SOURCE_DIR}/kernels_src/*)
 file(COPY ${_kernels} DESTINATION ${CC1D_BROKEN_KERNELS})
-file(APPEND ${CC1D_BROKEN_KERNELS}/causal_conv1d_fwd.cuh "\nthis line is a deliberate syntax error (test_nvrtc_backend)\n")
+file(APPEND ${CC1D_BROKEN_KERNELS}/fwd.cuh "\nthis line is a deliberate syntax error (test_nvrtc_backend)\n")
 
 # cc1d_backend_test(<scenario> <test case name> [COMPILES] [ENV ...] [PROPS ...])
 # COMPILES: the scenario needs an NVRTC (skipped, exit 77, when the library finds none).

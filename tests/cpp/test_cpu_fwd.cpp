@@ -16,7 +16,7 @@ void run_case(const FwdCase& c, std::mt19937& rng) { run_fwd_case(c, rng, CC1D_B
 }  // namespace
 
 TEST_CASE("cpu forward matches the float64 reference over the grid") {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = cc1d_test::test_rng(102);
   const int dts[] = {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16};
   const int64_t lens[] = {1, 2, 7, 37, 301};
   int combo = 0;
@@ -33,7 +33,7 @@ TEST_CASE("cpu forward matches the float64 reference over the grid") {
 }
 
 TEST_CASE("cpu forward: every option combination, fp32, both layouts") {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = cc1d_test::test_rng(103);
   for (int m = 0; m < 32; ++m)
     for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
       for (int width : {1, 4, 8})
@@ -42,14 +42,14 @@ TEST_CASE("cpu forward: every option combination, fp32, both layouts") {
 }
 
 TEST_CASE("cpu forward: long sequences cross tile boundaries") {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = cc1d_test::test_rng(104);
   for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
     run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout, 2, 3, 4099, true, true, true, true, true}, rng);
   run_case({CC1D_FLOAT32, CC1D_FLOAT32, 3, Layout::ChannelLast, 1, 300, 130, true, false, false, true, true}, rng);
 }
 
 TEST_CASE("cpu forward: dim beyond 65536 (upstream's grid limit)") {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = cc1d_test::test_rng(105);
   run_case({CC1D_FLOAT16, CC1D_FLOAT16, 4, Layout::ChannelFirst, 1, 65536 + 7, 3, true, true, false, false, true}, rng);
   run_case({CC1D_FLOAT32, CC1D_FLOAT32, 2, Layout::ChannelLast, 1, 65536 + 3, 2, true, false, false, true, true}, rng);
 }
@@ -57,14 +57,14 @@ TEST_CASE("cpu forward: dim beyond 65536 (upstream's grid limit)") {
 TEST_CASE("cpu forward works in a forked child after the thread pool started") {
   // fork() keeps only the calling thread: the pool's workers are gone in the child, which must
   // still finish (the caller does all the work) instead of waiting for them.
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = cc1d_test::test_rng(106);
   const FwdCase c{CC1D_FLOAT32, CC1D_FLOAT32, 4, Layout::ChannelFirst, 2, 64, 4099, true, true, false, true, true};
   run_case(c, rng);  // starts the pool
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     alarm(60);  // a hang becomes SIGALRM, which the parent reports
-    std::mt19937 child_rng(1);
+    std::mt19937 child_rng = cc1d_test::test_rng(107);
     HostTensor x = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst), out = x;
     HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {64, 4});
     x.randomize(child_rng);

@@ -1,4 +1,4 @@
-// test_emulator_asan.cpp — built and registered only with CC1D_ASAN=ON: an out-of-bounds access
+// test_emulator_asan.cpp — built and registered only with CC1D_SANITIZE=ON: an out-of-bounds access
 // from an emulated GPU thread, to shared or to global memory, is reported by AddressSanitizer.
 // Each overrun runs in a child process (this binary re-executed), which ASan must abort.
 #define DOCTEST_CONFIG_IMPLEMENT

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "broken_kernel.h"
-#include "error.h"
+#include "core/error.h"
 #include "fallback/emulator/launch.h"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "core/error.h"
 #include "fallback/emulator/launch.h"
-#include "fallback/thread_pool.h"
+#include "fallback/cpu/thread_pool.h"
 #include "test_emulator_kernels.h"
 
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "fwd_plan.h"
-#include "fwd_problem.h"
+#include "kernels_src/fwd_params.h"
+#include "ops/fwd/fwd_op.h"
 #include "test_support.h"
 #include "tests/fake_driver/fake_cuda.h"
 
@@ -280,7 +280,7 @@ TEST_CASE("cuModuleGetFunction finds host instantiations by NVRTC's lowered name
 TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launches") {
   configure("90");
   Session s;
-  std::mt19937 rng(11);
+  std::mt19937 rng = cc1d_test::test_rng(110);
   HostTensor x = make_x(CC1D_FLOAT32, 2, 3, 50, Layout::ChannelFirst);
   x.randomize(rng);
   HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {3, 4});
@@ -294,7 +294,7 @@ TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launche
   a.weight = &w.t;
   a.out = &out.t;
   a.activation = CC1D_ACT_SILU;
-  const cc1d::FwdLaunch plan = cc1d::plan_fwd(cc1d::validate_fwd(&a));
+  const cc1d::KernelLaunch plan = cc1d::plan_fwd(cc1d::validate_fwd(&a));
   REQUIRE(plan.kernel == "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>");
 
   void* module = nullptr;
@@ -302,11 +302,13 @@ TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launche
   const std::string img = make_cubin(90, {kLowered});
   REQUIRE(api().load(&module, img.data()) == 0);
   REQUIRE(api().function(&f, module, kLowered) == 0);
-  cc1d::FwdParams params = plan.params;
+  cc1d::FwdParams params;
+  REQUIRE(plan.params.size() == sizeof params);
+  std::memcpy(&params, plan.params.data(), sizeof params);
   void* args[] = {&params};
   void* stream = reinterpret_cast<void*>(0x5eed);
   api().reset();
-  REQUIRE_MESSAGE(api().launch(f, plan.grid, plan.grid_y, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr) == 0,
+  REQUIRE_MESSAGE(api().launch(f, plan.grid[0], plan.grid[1], 1, plan.block[0], 1, 1, plan.shared_bytes, stream, args, nullptr) == 0,
                   api().last_error());
   RefInputs in;
   in.x = &x;
@@ -318,8 +320,8 @@ TEST_CASE("cuLaunchKernel runs the launch through the emulator, and only launche
   cc1d_fake_launch last{};
   REQUIRE(api().last_launch(&last) == 1);
   CHECK(std::string(last.kernel) == kLowered);
-  CHECK(last.grid[0] == plan.grid);
-  CHECK(last.block[0] == plan.block);
+  CHECK(last.grid[0] == plan.grid[0]);
+  CHECK(last.block[0] == plan.block[0]);
   CHECK(last.stream == stream);
   CHECK(last.context_device == 0);
   cc1d_fake_counters c{};
@@ -493,15 +495,17 @@ TEST_CASE("CC1D_FAKE_EXECUTE=0 checks and records a launch, and runs nothing") {
   a.x = &x.t;
   a.weight = &w.t;
   a.out = &out.t;
-  const cc1d::FwdLaunch plan = cc1d::plan_fwd(cc1d::validate_fwd(&a));
+  const cc1d::KernelLaunch plan = cc1d::plan_fwd(cc1d::validate_fwd(&a));
   void* module = nullptr;
   void* f = nullptr;
   const std::string img = make_cubin(90, {kLowered});
   REQUIRE(api().load(&module, img.data()) == 0);
   REQUIRE(api().function(&f, module, kLowered) == 0);
-  cc1d::FwdParams params = plan.params;
+  cc1d::FwdParams params;
+  REQUIRE(plan.params.size() == sizeof params);
+  std::memcpy(&params, plan.params.data(), sizeof params);
   void* args[] = {&params};
-  REQUIRE(api().launch(f, plan.grid, plan.grid_y, 1, plan.block, 1, 1, 0, reinterpret_cast<void*>(0x77), args, nullptr) == 0);
+  REQUIRE(api().launch(f, plan.grid[0], plan.grid[1], 1, plan.block[0], 1, 1, 0, reinterpret_cast<void*>(0x77), args, nullptr) == 0);
   CHECK(std::isnan(out.get(0)));  // untouched
   cc1d_fake_launch last{};
   REQUIRE(api().last_launch(&last) == 1);

@@ -102,7 +102,7 @@ void print_report() {
 Problem graph_problem() { return Problem{CC1D_FLOAT32, CC1D_FLOAT32, 4, Layout::ChannelFirst, 2, 3, 50, false, true, false, false, false}; }
 
 int scenario_one() {
-  std::mt19937 rng(1);
+  std::mt19937 rng = cc1d_test::test_rng(111);
   Problem p = graph_problem();
   p.make(rng);
   const cc1d_status avail = cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0);
@@ -125,7 +125,7 @@ void (*counters_fn())(cc1d_fake_counters*) {
 }
 
 int scenario_graph() {
-  std::mt19937 rng(2);
+  std::mt19937 rng = cc1d_test::test_rng(112);
   Problem p = graph_problem();
   p.make(rng);
   if (p.run(nullptr) != CC1D_OK) {
@@ -193,7 +193,7 @@ std::vector<Problem> fwd_cases(bool all) {
 
 // all: kE2eCases cases; else kE2eSmallCases.
 int scenario_fwd(bool all) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = cc1d_test::test_rng(113);
   std::vector<Problem> cases = fwd_cases(all);
   for (Problem& p : cases) {
     p.make(rng);

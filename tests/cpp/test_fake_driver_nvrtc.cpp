@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "compiler.h"
+#include "nvrtc/nvrtc_compile.h"
 #include "fallback/emulator/kernel_registry.h"
-#include "fwd_plan.h"
-#include "kernel_source.h"
-#include "nvrtc_lib.h"
+#include "ops/fwd/fwd_op.h"
+#include "jit/kernel_source.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "tests/fake_driver/fake_cuda.h"
 
 namespace {

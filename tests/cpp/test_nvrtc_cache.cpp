@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cc1d/cc1d.h"
-#include "runtime/src/cubin_cache.h"
+#include "jit/image_cache.h"
 
 using namespace cc1d;
 
@@ -30,17 +30,16 @@ std::string fresh_dir(const char* tag) {
 }
 
 CacheKey key(const std::string& variant = "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>") {
-  return CacheKey{"srchash", variant, CodeKind::Cubin, 90, "13.0", {"-arch=sm_90", "-std=c++17"}, CC1D_ABI_VERSION};
+  return CacheKey{"srchash", variant, "sm_90", "NVRTC 13.0", {"-arch=sm_90", "-std=c++17"}, CC1D_ABI_VERSION};
 }
 
 const char kImage[] = "\x7f" "ELF fake image bytes\0\1\2";
 
-CompiledKernel kernel(const std::string& image = std::string(kImage, sizeof kImage - 1)) {
-  CompiledKernel k;
+CompiledImage kernel(const std::string& image = std::string(kImage, sizeof kImage - 1)) {
+  CompiledImage k;
   k.image = image;
   k.lowered_name = "_Z6kernelv";
-  k.kind = CodeKind::Cubin;
-  k.arch = 90;
+  k.target = "sm_90";
   return k;
 }
 
@@ -72,20 +71,19 @@ std::string parent(const std::string& path) { return path.substr(0, path.rfind('
 TEST_CASE("round trip through disk, in a fresh cache object (a new process)") {
   const std::string dir = fresh_dir("c");
   {
-    CubinCache cache(dir);
-    CompiledKernel k;
+    ImageCache cache(dir);
+    CompiledImage k;
     CHECK_FALSE(cache.load(key(), &k));
     cache.store(key(), kernel());
     CHECK(cache.stats().writes == 1);
     CHECK(cache.stats().misses == 1);
   }
-  CubinCache cache(dir);
-  CompiledKernel k;
+  ImageCache cache(dir);
+  CompiledImage k;
   REQUIRE(cache.load(key(), &k));
   CHECK(k.image == kernel().image);
   CHECK(k.lowered_name == "_Z6kernelv");
-  CHECK(k.kind == CodeKind::Cubin);
-  CHECK(k.arch == 90);
+  CHECK(k.target == "sm_90");
   CHECK(cache.stats().hits == 1);
   CHECK(cache.stats().memory_hits == 0);
   REQUIRE(cache.load(key(), &k));  // now from memory
@@ -98,9 +96,9 @@ TEST_CASE("the key changes with every field") {
   std::vector<CacheKey> variants(8, base);
   variants[0].sources_hash = "other";
   variants[1].name_expression += " ";
-  variants[2].kind = CodeKind::Ptx;
-  variants[3].arch = 89;
-  variants[4].nvrtc_version = "13.1";
+  variants[2].target = "compute_90";
+  variants[3].target = "sm_89";
+  variants[4].compiler = "NVRTC 13.1";
   variants[5].options = {"-arch=sm_90"};
   variants[6].abi = base.abi + 1;
   variants[7].options = {"-arch=sm_90-std=c++17"};  // concatenation must not collide
@@ -111,18 +109,18 @@ TEST_CASE("the key changes with every field") {
     CHECK(variants[i].digest() != base.digest());
   }
   const std::string dir = fresh_dir("k");
-  CubinCache cache(dir);
+  ImageCache cache(dir);
   cache.store(base, kernel());
-  CubinCache other(dir);
-  CompiledKernel k;
+  ImageCache other(dir);
+  CompiledImage k;
   for (const CacheKey& v : variants) CHECK_FALSE(other.load(v, &k));
   CHECK(other.load(base, &k));
 }
 
 TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten") {
   const std::string dir = fresh_dir("x");
-  { CubinCache(dir).store(key(), kernel()); }
-  const std::string path = CubinCache(dir).entry_path(key());
+  { ImageCache(dir).store(key(), kernel()); }
+  const std::string path = ImageCache(dir).entry_path(key());
   const std::string good = slurp(path);
   REQUIRE(good.size() > 64);
 
@@ -143,8 +141,8 @@ TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten")
   for (const Damage& d : damages) {
     INFO(d.what);
     spit(path, d.bytes);
-    CubinCache cache(dir);
-    CompiledKernel k;
+    ImageCache cache(dir);
+    CompiledImage k;
     CHECK_FALSE(cache.load(key(), &k));
     CHECK(cache.stats().corrupt == 1);
     CHECK(cache.stats().misses == 1);
@@ -152,10 +150,10 @@ TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten")
     CHECK(slurp(path) == good);
   }
   // An intact entry renamed to another key's name is refused (it names its own key).
-  CubinCache cache(dir);
+  ImageCache cache(dir);
   const std::string other = cache.entry_path(key("other"));
   spit(other, good);
-  CompiledKernel k;
+  CompiledImage k;
   CHECK_FALSE(cache.load(key("other"), &k));
   CHECK(cache.stats().corrupt == 1);
 }
@@ -163,7 +161,7 @@ TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten")
 TEST_CASE("encode/decode reject every malformed input") {
   const std::string d = key().digest();
   const std::string e = encode_cache_entry(d, kernel());
-  CompiledKernel k;
+  CompiledImage k;
   std::string why;
   CHECK(decode_cache_entry(e, d, &k, &why));
   for (size_t cut = 0; cut < e.size(); ++cut) {
@@ -176,9 +174,9 @@ TEST_CASE("encode/decode reject every malformed input") {
 
 TEST_CASE("failed compiles (empty images) are never stored") {
   const std::string dir = fresh_dir("f");
-  CubinCache cache(dir);
+  ImageCache cache(dir);
   cache.store(key(), kernel(""));
-  CompiledKernel k;
+  CompiledImage k;
   CHECK_FALSE(cache.load(key(), &k));
   CHECK(cache.stats().writes == 0);
   CHECK(count_files(parent(cache.entry_path(key()))) == 0);
@@ -189,18 +187,18 @@ TEST_CASE("concurrent writers of one key, threads: the entry is always valid") {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
-      CubinCache cache(dir);  // separate objects: no shared in-memory tier or lock
+      ImageCache cache(dir);  // separate objects: no shared in-memory tier or lock
       for (int i = 0; i < 20; ++i) {
         cache.store(key(), kernel(std::string(1000 + 10 * t, (char)('a' + t))));
-        CompiledKernel k;
-        CubinCache reader(dir);
+        CompiledImage k;
+        ImageCache reader(dir);
         if (reader.load(key(), &k)) CHECK(k.image.size() >= 1000);  // never torn
         CHECK(reader.stats().corrupt == 0);
       }
     });
   for (auto& th : threads) th.join();
-  CubinCache cache(dir);
-  CompiledKernel k;
+  ImageCache cache(dir);
+  CompiledImage k;
   REQUIRE(cache.load(key(), &k));
   CHECK(k.image == std::string(k.image.size(), k.image[0]));  // one writer's complete image
   CHECK(count_files(parent(cache.entry_path(key()))) == 1);  // no temp files left behind
@@ -215,10 +213,10 @@ TEST_CASE("concurrent writers of one key, two processes") {
     if (pid == 0) {
       int bad = 0;
       for (int i = 0; i < 50; ++i) {
-        CubinCache cache(dir);
+        ImageCache cache(dir);
         cache.store(key(), kernel(std::string(4096 + p, (char)('x' + p))));
-        CubinCache reader(dir);
-        CompiledKernel k;
+        ImageCache reader(dir);
+        CompiledImage k;
         if (!reader.load(key(), &k) || reader.stats().corrupt != 0) ++bad;
       }
       _exit(bad == 0 ? 0 : 1);
@@ -231,8 +229,8 @@ TEST_CASE("concurrent writers of one key, two processes") {
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
-  CubinCache cache(dir);
-  CompiledKernel k;
+  ImageCache cache(dir);
+  CompiledImage k;
   REQUIRE(cache.load(key(), &k));
   CHECK((k.image == std::string(4096, 'x') || k.image == std::string(4097, 'y')));
   CHECK(count_files(parent(cache.entry_path(key()))) == 1);
@@ -242,11 +240,11 @@ TEST_CASE("an unwritable directory degrades to memory-only") {
   // A path below a regular file can never be created, even as root.
   const std::string base = fresh_dir("u");
   spit(base, "a file, not a directory");
-  CubinCache cache(base + "/cache");
+  ImageCache cache(base + "/cache");
   cache.store(key(), kernel());
   CHECK_FALSE(cache.disk_writable());
   CHECK(cache.stats().errors == 1);
-  CompiledKernel k;
+  CompiledImage k;
   CHECK(cache.load(key(), &k));  // still served from memory
   CHECK(k.image == kernel().image);
   cache.store(key("second"), kernel());  // no second attempt, no second error
@@ -256,17 +254,17 @@ TEST_CASE("an unwritable directory degrades to memory-only") {
 
 TEST_CASE("the disk cache can be turned off") {
   setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
-  CHECK(CubinCache::default_dir().empty());
+  CHECK(ImageCache::default_dir().empty());
   setenv("CAUSAL_CONV1D_CACHE_DIR", "/some/where", 1);
-  CHECK(CubinCache::default_dir() == "/some/where");
+  CHECK(ImageCache::default_dir() == "/some/where");
   unsetenv("CAUSAL_CONV1D_CACHE_DIR");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
-  CHECK(CubinCache::default_dir() == "/xdg/causal_conv1d");
+  CHECK(ImageCache::default_dir() == "/xdg/causal_conv1d");
   unsetenv("XDG_CACHE_HOME");
-  CHECK(CubinCache::default_dir().find("/.cache/causal_conv1d") != std::string::npos);
-  CubinCache cache("");
+  CHECK(ImageCache::default_dir().find("/.cache/causal_conv1d") != std::string::npos);
+  ImageCache cache("");
   cache.store(key(), kernel());
-  CompiledKernel k;
+  CompiledImage k;
   CHECK(cache.load(key(), &k));
   CHECK(cache.entry_path(key()).empty());
   CHECK(cache.report_json().find("\"disk\": \"off\"") != std::string::npos);
@@ -275,7 +273,7 @@ TEST_CASE("the disk cache can be turned off") {
 TEST_CASE("hits touch the mtime, and the size cap evicts the least recently used") {
   const std::string dir = fresh_dir("l");
   const std::string image(40 * 1024, 'z');  // ~40 KB entries, cap 100 KB: room for two
-  CubinCache writer(dir, 100 * 1024);
+  ImageCache writer(dir, 100 * 1024);
   const std::vector<std::string> names = {"a", "b"};
   for (const auto& n : names) writer.store(key(n), kernel(image));
   const std::string pa = writer.entry_path(key("a")), pb = writer.entry_path(key("b"));
@@ -283,14 +281,14 @@ TEST_CASE("hits touch the mtime, and the size cap evicts the least recently used
   struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
   utimensat(AT_FDCWD, pa.c_str(), old, 0);
   utimensat(AT_FDCWD, pb.c_str(), old, 0);
-  CompiledKernel k;
-  REQUIRE(CubinCache(dir, 100 * 1024).load(key("a"), &k));
+  CompiledImage k;
+  REQUIRE(ImageCache(dir, 100 * 1024).load(key("a"), &k));
   struct stat sa{}, sb{};
   stat(pa.c_str(), &sa);
   stat(pb.c_str(), &sb);
   CHECK(sa.st_mtime > sb.st_mtime);
   // A third entry exceeds the cap: "b" (least recently used) goes, "a" and "c" stay.
-  CubinCache third(dir, 100 * 1024);
+  ImageCache third(dir, 100 * 1024);
   third.store(key("c"), kernel(image));
   CHECK(third.stats().evictions == 1);
   CHECK(access(pa.c_str(), F_OK) == 0);

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runtime/src/nvrtc_choice.h"
+#include "nvrtc/nvrtc_choice.h"
 
 using namespace cc1d;
 

@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/src/compiler.h"
-#include "runtime/src/cubin_elf.h"
-#include "runtime/src/error.h"
-#include "runtime/src/fwd_plan.h"
-#include "runtime/src/kernel_source.h"
-#include "runtime/src/nvrtc_lib.h"
+#include "nvrtc/nvrtc_compile.h"
+#include "nvrtc/cubin_elf.h"
+#include "core/error.h"
+#include "ops/fwd/fwd_op.h"
+#include "jit/kernel_source.h"
+#include "nvrtc/nvrtc_lib.h"
 
 using namespace cc1d;
 
@@ -48,7 +48,7 @@ struct Job {
 };
 
 struct Outcome {
-  CompiledKernel kernel;
+  CompiledImage kernel;
   std::string error;
 };
 
@@ -79,9 +79,9 @@ void check_cubins(const std::vector<Job>& jobs, const std::vector<Outcome>& out)
   for (size_t i = 0; i < jobs.size(); ++i) {
     INFO(jobs[i].name << " for sm_" << jobs[i].arch);
     REQUIRE_MESSAGE(out[i].error.empty(), out[i].error);
-    const CompiledKernel& k = out[i].kernel;
+    const CompiledImage& k = out[i].kernel;
     CHECK(cubin_sm(k.image.data(), k.image.size()) == jobs[i].arch);
-    CHECK(k.lowered_name.rfind("_ZN4cc1d24causal_conv1d_fwd_kernel", 0) == 0);
+    CHECK(k.lowered_name.rfind("_ZN4cc1d", 0) == 0);
     CHECK(k.image.find(k.lowered_name) != std::string::npos);  // the symbol is in the cubin
   }
 }
@@ -98,10 +98,13 @@ void print_timing(const char* what, size_t n, double wall, const std::vector<Out
 
 }  // namespace
 
-TEST_CASE("every forward variant compiles to an sm_90 cubin") {
+TEST_CASE("every kernel of every op compiles to an sm_90 cubin") {
   REQUIRE(have_nvrtc());
-  const auto names = all_fwd_kernels();
-  CHECK(names.size() == 144);
+  std::vector<std::string> names;
+  for (const OpEntry* op : all_ops())
+    if (op->kernels != nullptr)
+      for (const std::string& n : op->kernels()) names.push_back(n);
+  CHECK(names.size() >= 144);
   std::vector<Job> jobs;
   for (const auto& n : names) jobs.push_back({n, 90, CodeKind::Cubin});
   double wall = 0;
@@ -125,9 +128,7 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
       for (cc1d_dtype w : dtypes)
         for (int width : {1, 4, 8})
           for (int layout : {0, 1})
-            jobs.push_back({std::string("cc1d::causal_conv1d_fwd_kernel<") + kernel_type_name(x) + ", " +
-                                kernel_type_name(w) + ", " + std::to_string(width) + ", " + std::to_string(layout) + ">",
-                            arch, CodeKind::Cubin});
+            jobs.push_back({fwd_kernel_name(x, w, width, layout), arch, CodeKind::Cubin});
   double wall = 0;
   const auto out = compile_all(jobs, 2, &wall);
   check_cubins(jobs, out);
@@ -143,8 +144,8 @@ TEST_CASE("PTX mode: compute_XY text with the target and the entry point") {
   const auto out = compile_all(jobs, 2, &wall);
   for (size_t i = 0; i < jobs.size(); ++i) {
     REQUIRE_MESSAGE(out[i].error.empty(), out[i].error);
-    const CompiledKernel& k = out[i].kernel;
-    CHECK(k.kind == CodeKind::Ptx);
+    const CompiledImage& k = out[i].kernel;
+    CHECK(k.target == "compute_" + std::to_string(jobs[i].arch));
     CHECK(looks_like_ptx(k.image.data(), k.image.size()));
     CHECK(cubin_sm(k.image.data(), k.image.size()) == -1);
     CHECK(k.image.find(".target sm_" + std::to_string(jobs[i].arch)) != std::string::npos);

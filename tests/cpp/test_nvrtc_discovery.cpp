@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/src/nvrtc_choice.h"
-#include "runtime/src/nvrtc_lib.h"
+#include "nvrtc/nvrtc_choice.h"
+#include "nvrtc/nvrtc_lib.h"
 
 using namespace cc1d;
 

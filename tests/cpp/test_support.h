@@ -3,6 +3,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -14,6 +16,26 @@
 #include "kernels_src/cc1d_types.cuh"
 
 namespace cc1d_test {
+
+// The random seed of this test process: CC1D_TEST_SEED when set (to replay a failure), else a
+// fresh one. Printed once, so that any failure can be replayed.
+inline uint32_t test_seed() {
+  static const uint32_t seed = [] {
+    const char* v = std::getenv("CC1D_TEST_SEED");
+    const uint32_t s = v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 0))
+                                                 : std::random_device{}();
+    std::printf("[cc1d test] random seed %u (replay with CC1D_TEST_SEED=%u)\n", s, s);
+    std::fflush(stdout);
+    return s;
+  }();
+  return seed;
+}
+
+// A generator for one test case: the process seed mixed with a per-case salt.
+inline std::mt19937 test_rng(uint32_t salt) {
+  std::seed_seq seq{test_seed(), salt};
+  return std::mt19937(seq);
+}
 
 inline size_t dtype_size(int dt) { return dt == CC1D_FLOAT32 || dt == CC1D_INT32 ? 4 : 2; }
 

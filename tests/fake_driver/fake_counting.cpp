@@ -9,29 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "fake_state.h"
+#include "fake_api.h"
 
-using fake::CUresult;
 using fake::counters;
 using CUdeviceptr = unsigned long long;
-
-FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int device);
-FAKE_EXPORT CUresult cuCtxPushCurrent_v2(void* ctx);
-FAKE_EXPORT CUresult cuCtxPopCurrent_v2(void** ctx);
-FAKE_EXPORT CUresult cuInit(unsigned);
-FAKE_EXPORT CUresult cuDriverGetVersion(int*);
-FAKE_EXPORT CUresult cuDeviceGetCount(int*);
-FAKE_EXPORT CUresult cuDeviceGet(int*, int);
-FAKE_EXPORT CUresult cuDeviceGetAttribute(int*, int, int);
-FAKE_EXPORT CUresult cuDeviceGetName(char*, int, int);
-FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(void**, int);
-FAKE_EXPORT CUresult cuModuleLoadData(void**, const void*);
-FAKE_EXPORT CUresult cuModuleUnload(void*);
-FAKE_EXPORT CUresult cuModuleGetFunction(void**, void*, const char*);
-FAKE_EXPORT CUresult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
-                                    void**, void**);
-FAKE_EXPORT CUresult cuGetErrorName(CUresult, const char**);
-FAKE_EXPORT CUresult cuGetErrorString(CUresult, const char**);
 
 // Unversioned aliases (older exports of the same functions).
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease(int device) { return cuDevicePrimaryCtxRelease_v2(device); }
@@ -133,14 +114,10 @@ struct Proc {
 FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
 
 const Proc kProcs[] = {
-    P("cuInit", cuInit), P("cuDriverGetVersion", cuDriverGetVersion), P("cuDeviceGetCount", cuDeviceGetCount),
-    P("cuDeviceGet", cuDeviceGet), P("cuDeviceGetAttribute", cuDeviceGetAttribute),
-    P("cuDeviceGetName", cuDeviceGetName), P("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
-    P("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2), P("cuCtxPushCurrent", cuCtxPushCurrent_v2),
-    P("cuCtxPopCurrent", cuCtxPopCurrent_v2), P("cuModuleLoadData", cuModuleLoadData),
-    P("cuModuleUnload", cuModuleUnload), P("cuModuleGetFunction", cuModuleGetFunction),
-    P("cuLaunchKernel", cuLaunchKernel), P("cuGetErrorString", cuGetErrorString),
-    P("cuGetErrorName", cuGetErrorName), P("cuGetProcAddress", cuGetProcAddress),
+#define CC1D_CUDA_FN(name, sym, ret, params) P(#name, sym),
+#include "runtime/src/nvrtc/cuda_api.def"
+#undef CC1D_CUDA_FN
+    P("cuGetProcAddress", cuGetProcAddress),
     // Counted only:
     P("cuMemAlloc", cuMemAlloc_v2), P("cuMemAllocAsync", cuMemAllocAsync), P("cuMemAllocHost", cuMemAllocHost_v2),
     P("cuMemHostAlloc", cuMemHostAlloc), P("cuMemFree", cuMemFree_v2), P("cuMemFreeAsync", cuMemFreeAsync),

@@ -1,6 +1,6 @@
 /* fake_cuda.h — the test-only stand-in for libcuda.so.1 (tests/fake_driver/), and its test hooks.
  *
- * The fake implements exactly the driver entry points libcc1d uses (docs/TEAM_NOTES.md), on a
+ * The fake implements exactly the driver entry points libcc1d uses (runtime/src/nvrtc/cuda_api.def), on a
  * GPU that does not exist: device memory is host memory, and cuLaunchKernel runs the launch
  * through the kernel emulator (fallback/emulator/) with the same grid, block, dynamic shared
  * memory and parameters. cuModuleLoadData takes the real cubin NVRTC produced and rejects it,

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "fake_state.h"
+#include "fake_api.h"
 #include "fallback/emulator/kernel_registry.h"
+#include "runtime/src/core/gpu_limits.h"
 
 namespace fake {
 
@@ -77,7 +78,6 @@ const ErrorText* find_error(int code) {
 
 }  // namespace fake
 
-using fake::CUresult;
 using fake::config;
 using fake::counters;
 using fake::failed;
@@ -126,8 +126,8 @@ FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, int device)
   if (value == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
   if (!config().has_device(device)) return FAKE_CUDA_ERROR_INVALID_DEVICE;
   switch (attribute) {
-    case 1: *value = 1024; return FAKE_CUDA_SUCCESS;     // MAX_THREADS_PER_BLOCK
-    case 8: *value = 48 * 1024; return FAKE_CUDA_SUCCESS;  // MAX_SHARED_MEMORY_PER_BLOCK
+    case 1: *value = cc1d::kMaxBlockThreads; return FAKE_CUDA_SUCCESS;   // MAX_THREADS_PER_BLOCK
+    case 8: *value = cc1d::kMaxDefaultShared; return FAKE_CUDA_SUCCESS;  // MAX_SHARED_MEMORY_PER_BLOCK
     case 10: *value = 32; return FAKE_CUDA_SUCCESS;      // WARP_SIZE
     case 16: *value = config().sm_count; return FAKE_CUDA_SUCCESS;
     case 75: *value = config().sms[device] / 10; return FAKE_CUDA_SUCCESS;
@@ -264,18 +264,18 @@ FAKE_EXPORT CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, un
   if (params == nullptr || extra != nullptr)
     return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: pass kernelParams (extra is not modelled)");
   const unsigned long long threads = 1ull * bx * by * bz;
-  if (threads == 0 || threads > 1024 || bz > 64 || gx == 0 || gy == 0 || gz == 0 || gy > 65535 || gz > 65535 ||
-      gx > 0x7fffffffu)
+  if (threads == 0 || threads > cc1d::kMaxBlockThreads || bz > cc1d::kMaxBlockZ || gx == 0 || gy == 0 || gz == 0 ||
+      gy > cc1d::kMaxGridYZ || gz > cc1d::kMaxGridYZ || gx > cc1d::kMaxGridX)
     return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: invalid grid or block dimensions");
-  if (shared > 48 * 1024)
+  if (shared > cc1d::kMaxDefaultShared)
     return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: more than 48 KiB of dynamic shared memory "
                                                  "without cuFuncSetAttribute");
   if (const int r = config().launch_result)
     return failed(r, "cuLaunchKernel: CC1D_FAKE_LAUNCH_RESULT=" + std::to_string(r) + " (or the launch fault switch)");
   if (config().execute) {
     try {
-      cc1d::emu::launch_host_kernel(*f->kernel, dim3(gx, gy, gz), dim3(bx, by, bz), shared, params,
-                                    cc1d::emu::options_from_env());
+      cc1d::emu::launch_host_kernel(*f->kernel, dim3(gx, gy, gz), dim3(bx, by, bz), shared, params[0],
+                                    f->kernel->param_bytes, cc1d::emu::options_from_env());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[fake libcuda] launch of %s failed: %s\n", f->kernel->name.c_str(), e.what());
       return failed(FAKE_CUDA_ERROR_LAUNCH_FAILED, std::string("cuLaunchKernel: ") + e.what());

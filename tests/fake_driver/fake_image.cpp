@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fake_state.h"
-#include "runtime/src/cubin_elf.h"
+#include "nvrtc/cubin_elf.h"
 
 namespace fake {
 

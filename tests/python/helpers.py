@@ -23,7 +23,7 @@ def _emulate_unavailable():
     lib = _lib.library()
     if lib is None:
         return None  # the test then fails with the load error, like the cpu backend's tests
-    ok, why = lib.backend_available(_lib.BACKEND_EMULATE, _lib.DEVICE_CPU, 0)
+    ok, why = lib.backend_available(_lib.BACKEND_IDS["emulate"], _lib.DEVICE_CPU, 0)
     return None if ok else why
 
 

@@ -3,14 +3,22 @@ argument gives its status code and a message naming the argument; nothing is wri
 
 import ctypes
 import json
+import logging
+import os
+import re
+import subprocess
+import sys
 import threading
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
 
 import causal_conv1d
 from causal_conv1d import _lib
-from causal_conv1d._lib import CFwdArgs, CTensor, tensor_struct
+from causal_conv1d._lib import CTensor, tensor_struct
+from causal_conv1d._op_fwd import CFwdArgs
 from reference import assert_matches, reference_final_states
 
 B, D, L, W = 2, 8, 16, 4
@@ -36,7 +44,7 @@ class Call:
         for n, s in self.t.items():
             setattr(self.args, n, ctypes.pointer(s))
         self.args.activation = _lib.ACT_SILU
-        self.args.backend = _lib.BACKEND_CPU
+        self.args.backend = _lib.BACKEND_IDS["cpu"]
 
     def set(self, name, tensor=None, **overrides):
         """Replace argument `name` by a struct for `tensor` (default: the current one) with overrides."""
@@ -49,7 +57,7 @@ class Call:
         setattr(self.args, name, None)
 
     def run(self):
-        return self.lib.fwd_status(self.args)
+        return self.lib.call_status("cc1d_causal_conv1d_fwd", self.args)
 
 
 def expect(call, status, *needles):
@@ -303,23 +311,23 @@ def test_final_states_overlaps_out(call):
 
 
 def test_backend_available_cpu(lib):
-    assert lib.dll.cc1d_backend_available(_lib.BACKEND_CPU, _lib.DEVICE_CPU, 0) == _lib.OK
+    assert lib.dll.cc1d_backend_available(_lib.BACKEND_IDS["cpu"], _lib.DEVICE_CPU, 0) == _lib.OK
 
 
 def test_backend_available_cpu_rejects_cuda_memory(lib):
-    st = lib.dll.cc1d_backend_available(_lib.BACKEND_CPU, _lib.DEVICE_CUDA, 0)
+    st = lib.dll.cc1d_backend_available(_lib.BACKEND_IDS["cpu"], _lib.DEVICE_CUDA, 0)
     assert st == _lib.ERR_BACKEND_UNAVAILABLE and lib.last_error()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")
 def test_backend_available_nvrtc_without_gpu(lib):
-    st = lib.dll.cc1d_backend_available(_lib.BACKEND_NVRTC, _lib.DEVICE_CUDA, 0)
+    st = lib.dll.cc1d_backend_available(_lib.BACKEND_IDS["nvrtc"], _lib.DEVICE_CUDA, 0)
     assert st == _lib.ERR_BACKEND_UNAVAILABLE
     assert len(lib.last_error()) > 10, "the reason must say why"
 
 
 def test_backend_available_bad_device_type(lib):
-    assert lib.dll.cc1d_backend_available(_lib.BACKEND_CPU, 9, 0) == _lib.ERR_INVALID_ARGUMENT
+    assert lib.dll.cc1d_backend_available(_lib.BACKEND_IDS["cpu"], 9, 0) == _lib.ERR_INVALID_ARGUMENT
     assert "device_type" in lib.last_error()
 
 
@@ -378,3 +386,84 @@ def test_status_mapping(lib):
         lib.raise_for(_lib.ERR_NULL_POINTER, "test")
     assert not isinstance(info.value, (ValueError, TypeError))
     assert info.value.status == _lib.ERR_NULL_POINTER
+
+
+# ---- the Python copies of cc1d.h's constants, and what the library says -------------------
+
+HEADER = Path(__file__).resolve().parents[2] / "runtime" / "include" / "cc1d" / "cc1d.h"
+
+
+def _header_constants() -> dict:
+    """Every `#define CC1D_X N` and every `CC1D_X = N` enum entry of cc1d.h."""
+    text = HEADER.read_text()
+    consts = {m[0]: int(m[1]) for m in re.findall(r"#define (CC1D_\w+) (\d+)u?\b", text)}
+    consts.update({m[0]: int(m[1]) for m in re.findall(r"\b(CC1D_\w+) = (\d+)", text)})
+    return consts
+
+
+def test_python_constants_match_the_header():
+    h = _header_constants()
+    assert h["CC1D_ABI_VERSION"] == _lib.ABI_VERSION
+    assert h["CC1D_MAX_RANK"] == _lib.MAX_RANK
+    assert h["CC1D_MAX_WIDTH"] == _lib.MAX_WIDTH
+    assert h["CC1D_MAX_BACKENDS"] == _lib.MAX_BACKENDS
+    statuses = {k: v for k, v in h.items() if k.startswith("CC1D_OK") or k.startswith("CC1D_ERR_")}
+    assert statuses == {name: code for code, name in _lib.STATUS_NAMES.items()}
+    for name in ("FLOAT32", "FLOAT16", "BFLOAT16", "INT32"):
+        assert h["CC1D_" + name] == getattr(_lib, name)
+    assert (h["CC1D_DEVICE_CPU"], h["CC1D_DEVICE_CUDA"]) == (_lib.DEVICE_CPU, _lib.DEVICE_CUDA)
+    assert {k[len("CC1D_BACKEND_"):].lower(): v for k, v in h.items() if k.startswith("CC1D_BACKEND_")} == \
+        _lib.BACKEND_IDS
+    assert {k[len("CC1D_OP_"):].lower(): v for k, v in h.items() if k.startswith("CC1D_OP_")} == _lib.OP_IDS
+    assert (h["CC1D_ACT_NONE"], h["CC1D_ACT_SILU"]) == (_lib.ACT_NONE, _lib.ACT_SILU)
+    assert sorted(v for k, v in h.items() if k.startswith("CC1D_SOURCE_")) == sorted(_lib.SOURCE_NAMES)
+    assert sorted(v for k, v in h.items() if k.startswith("CC1D_LOG_")) == sorted(_lib.LOG_LEVELS)
+
+
+def test_backend_and_op_names_come_from_the_library(lib):
+    assert lib.names("cc1d_backend_name") == tuple(_lib.BACKEND_IDS)
+    assert lib.names("cc1d_op_name") == tuple(_lib.OP_IDS)
+    assert causal_conv1d.BACKENDS == tuple(_lib.BACKEND_IDS)
+
+
+@pytest.mark.parametrize("value", ["", "0", "1", "true", "false", "yes", "no", "on", "off", "maybe"])
+def test_strict_parsing_agrees_with_the_library(lib, monkeypatch, value):
+    """Python's copy of the CAUSAL_CONV1D_STRICT rule (used only without a library) matches it."""
+    from causal_conv1d import _diag
+
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _diag.strict_mode() == lib.plan("fwd", "auto", _lib.DEVICE_CPU, 0).strict
+
+
+def test_log_lines_reach_python_logging(lib, caplog):
+    """libcc1d logs through the `causal_conv1d` Python logger (a callback), at libcc1d's level."""
+    before = lib.dll.cc1d_get_log_level()
+    assert lib.dll.cc1d_set_log_level(1) == _lib.OK  # debug
+    try:
+        with caplog.at_level(logging.DEBUG, logger="causal_conv1d"):
+            c = Call(lib)
+            c.args.activation = 7
+            assert c.run() == _lib.ERR_INVALID_ARGUMENT  # libcc1d logs each error at debug
+        assert any(r.name == "causal_conv1d" and r.levelno == logging.DEBUG and "activation" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        lib.dll.cc1d_set_log_level(before)
+    assert lib.dll.cc1d_set_log_level(9) == _lib.ERR_INVALID_ARGUMENT
+
+
+def test_log_level_means_the_same_on_both_sides():
+    """CAUSAL_CONV1D_LOG_LEVEL=debug: libcc1d's debug lines appear on stderr through Python."""
+    code = ("import torch, causal_conv1d\n"
+            "x = torch.randn(1, 2, 3); w = torch.randn(2, 9)\n"
+            "from causal_conv1d import _lib\n"
+            "lib = _lib.library()\n"
+            "import logging; print(logging.getLogger('causal_conv1d').getEffectiveLevel(), lib.dll.cc1d_get_log_level())\n"
+            "from test_c_abi import Call\n"
+            "c = Call(lib); c.args.activation = 7; c.run()\n")
+    env = dict(os.environ, CAUSAL_CONV1D_LOG_LEVEL="debug", PYTHONPATH=str(Path(__file__).parent))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["10", "1"]  # logging.DEBUG, CC1D_LOG_DEBUG
+    assert "[causal_conv1d] DEBUG: cc1d_causal_conv1d_fwd: activation" in r.stderr

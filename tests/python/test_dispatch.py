@@ -1,6 +1,7 @@
 """Backend selection: argument > use_backend() > CAUSAL_CONV1D_BACKEND > auto; fallbacks warn
 once per process and reason; strict mode; forced backends that cannot serve raise."""
 
+import logging
 import threading
 import warnings
 
@@ -113,7 +114,7 @@ def test_forced_nvrtc_on_host_tensors_raises(xw, fresh_dispatch):
 def test_forced_emulate_serves_or_says_why(lib, xw, fresh_dispatch):
     """Whatever this build has: emulate either serves correctly, or raises the library's reason."""
     x, w = xw
-    ok, why = lib.backend_available(_lib.BACKEND_EMULATE, _lib.DEVICE_CPU, 0)
+    ok, why = lib.backend_available(_lib.BACKEND_IDS["emulate"], _lib.DEVICE_CPU, 0)
     if ok:
         out = causal_conv1d_fn(x, w, backend="emulate")
         assert served().backend == "emulate"
@@ -141,16 +142,16 @@ def test_meta_tensors_give_meta_outputs_without_warning(xw, fresh_dispatch):
 
 @pytest.fixture
 def cpu_unavailable(lib, monkeypatch, fresh_dispatch):
-    """Make libcc1d's cpu backend report itself unavailable with a given reason."""
+    """Make libcc1d's plans report the cpu backend unavailable with a given reason."""
     reasons = {"cpu": "simulated: the cpu backend is switched off for this test"}
-    real = lib.backend_available
+    real = lib.plan
 
-    def fake(backend, device_type, device_index):
-        if backend == _lib.BACKEND_CPU:
-            return False, reasons["cpu"]
-        return real(backend, device_type, device_index)
+    def fake(op, backend, device_type, device_index):
+        p = real(op, backend, device_type, device_index)
+        return p._replace(candidates=tuple(c._replace(available=False, reason=reasons["cpu"])
+                                           if c.backend == "cpu" else c for c in p.candidates))
 
-    monkeypatch.setattr(lib, "backend_available", fake)
+    monkeypatch.setattr(lib, "plan", fake)
     return reasons
 
 
@@ -201,11 +202,11 @@ def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatc
     x, w = xw
     calls = []
 
-    def failing_fwd(*a, **k):
+    def failing_call(*a, **k):
         calls.append(1)
         raise _lib.LibraryRuntimeError(_lib.ERR_BACKEND_UNAVAILABLE, "simulated: worker threads could not start")
 
-    monkeypatch.setattr(lib, "fwd", failing_fwd)
+    monkeypatch.setattr(lib, "call", failing_call)
     with pytest.warns(CausalConv1dWarning, match="worker threads could not start"):
         out = causal_conv1d_fn(x, w)
     assert served().backend == "aten"
@@ -226,7 +227,7 @@ def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch):
     def broken(*a, **k):
         raise _lib.LibraryRuntimeError(_lib.ERR_INTERNAL, "simulated internal error")
 
-    monkeypatch.setattr(lib, "fwd", broken)
+    monkeypatch.setattr(lib, "call", broken)
     with pytest.raises(RuntimeError, match="simulated internal error"):
         causal_conv1d_fn(x, w)
 
@@ -242,12 +243,13 @@ def test_explain(lib):
         assert causal_conv1d.explain_backend("cpu")["backend"] == "aten"
 
 
-def test_strict_values(cpu_unavailable, xw, monkeypatch):
+def test_strict_values(cpu_unavailable, xw, monkeypatch, caplog):
     x, w = xw
     monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "0")
     with pytest.warns(CausalConv1dWarning, match="Falling back"):
         causal_conv1d_fn(x, w)
-    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "maybe")  # unknown: strict, and says so once
-    with pytest.warns(CausalConv1dWarning, match="CAUSAL_CONV1D_STRICT='maybe'"):
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "sometimes")  # unknown: strict, and libcc1d says so once
+    with caplog.at_level(logging.WARNING, logger="causal_conv1d"):
         with pytest.raises(StrictModeError):
             causal_conv1d_fn(x, w)
+    assert any("CAUSAL_CONV1D_STRICT='sometimes'" in r.getMessage() for r in caplog.records)

@@ -101,7 +101,7 @@ def test_final_states_out_ignored_without_return_final_states():
 
 def test_unknown_backend_argument():
     a = _args()
-    with pytest.raises(ValueError, match=r"'backend'.*auto, cpu, aten, nvrtc, emulate.*'cuda'"):
+    with pytest.raises(ValueError, match=r"'backend'.*auto, cpu, nvrtc, emulate, aten.*'cuda'"):
         causal_conv1d_fn(**a, backend="cuda")
 
 

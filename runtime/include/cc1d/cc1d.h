@@ -8,40 +8,60 @@
  * where x[b,c,s] for s < 0 comes from initial_states[b,c,W-1+s] when given, else 0, and
  * act is identity or silu(z) = z / (1 + exp(-z)). Accumulation is always fp32.
  *
+ * Operations ("ops"): each has one entry point taking one argument struct.
+ *   cc1d_causal_conv1d_fwd     the forward over a whole sequence (cc1d_fwd_args)
+ * Every op runs on every backend that supports it; cc1d_plan_dispatch() says which would serve.
+ *
  * Contract of every function in this header
  *  - No C++ exception ever crosses it; nothing aborts, exits or writes to stdout.
- *    Diagnostics go to stderr through the logger (CAUSAL_CONV1D_LOG_LEVEL).
- *  - Each returns a cc1d_status. On anything but CC1D_OK, cc1d_last_error() returns a
- *    thread-local, NUL-terminated message that names the argument or the step that failed,
- *    what was expected, what came, and what to do next. It stays valid until the next
- *    failing call on the same thread.
+ *    Diagnostics go to the log (stderr, or the callback of cc1d_set_log_callback).
+ *  - Each returns a cc1d_status (or a plain value where noted). On anything but CC1D_OK,
+ *    cc1d_last_error() returns a thread-local, NUL-terminated message that names the argument
+ *    or the step that failed, what was expected, what came, and what to do next. It stays
+ *    valid until the next failing call on the same thread.
  *  - Tensors are borrowed: libcc1d never frees or keeps a pointer after a call returns
  *    (a launch on a CUDA stream reads them asynchronously, like any CUDA kernel).
+ *  - An op validates every argument before anything is written: on an error, no output and
+ *    no state buffer has been touched.
  *  - Thread safety: every function may be called from any thread concurrently.
  *
- * Versioning
- *  - CC1D_ABI_VERSION changes only when an existing struct layout or signature changes.
- *    A caller compares cc1d_abi_version() with the value it was written against and
- *    refuses to use a library with another one. Structs carry `struct_size` first, so a
- *    newer library can accept older (shorter) structs.
+ * Tensors (cc1d_tensor)
+ *  - Shapes and strides are 64-bit and in elements; strides may be any non-negative value
+ *    (views, transposes, broadcasts of inputs). Every extent computation is overflow-checked:
+ *    a descriptor whose byte span does not fit the address space is rejected.
+ *  - data must be aligned to the element size, and may be NULL only for a tensor with no
+ *    elements.
+ *  - Outputs must not overlap themselves (no broadcast or overlapping strides) nor any other
+ *    argument, except where an op documents an argument as read and written (in-out).
  *
- * Environment variables read by the runtime (all optional):
- *  - CAUSAL_CONV1D_BACKEND     auto|cpu|nvrtc|emulate: the default backend for CC1D_BACKEND_AUTO.
- *  - CAUSAL_CONV1D_STRICT      1: a fallback from the requested backend is an error, not a warning.
+ * Versioning
+ *  - CC1D_ABI_VERSION changes only when an existing struct layout or signature changes;
+ *    new functions, ops, enum values and backends are additions under the same version.
+ *    A caller compares cc1d_abi_version() with the value it was written against and refuses
+ *    a library with another one. Structs carry `struct_size` first, so a newer library can
+ *    accept older (shorter) structs.
+ *
+ * Environment variables read by libcc1d (all optional):
+ *  - CAUSAL_CONV1D_BACKEND     auto|cpu|nvrtc|emulate|aten: the backend CC1D_BACKEND_AUTO
+ *                              stands for (read by cc1d_plan_dispatch and by AUTO calls).
+ *  - CAUSAL_CONV1D_STRICT      1|true|yes|on: reported by cc1d_plan_dispatch (plan.strict),
+ *                              so that host frameworks turn a fallback into an error. libcc1d
+ *                              itself never falls back silently: an AUTO call that cannot be
+ *                              served by its first candidate fails with the reasons.
  *  - CAUSAL_CONV1D_LOG_LEVEL   trace|debug|info|warn|error|off (default warn).
- *  - CAUSAL_CONV1D_NUM_THREADS threads of the CPU backend (default: hardware concurrency).
+ *  - CAUSAL_CONV1D_NUM_THREADS threads of the cpu and emulate backends (default: all cores).
  *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first.
  *  - CAUSAL_CONV1D_NVRTC_SEARCH_PATH  colon-separated roots searched for NVRTC (each root
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).
  *  - CAUSAL_CONV1D_CUDA_DRIVER path of the libcuda to load instead of libcuda.so.1 (tests).
  *  - CAUSAL_CONV1D_KERNEL_DIR  directory of kernel sources used instead of the embedded ones.
- *  - CAUSAL_CONV1D_CACHE_DIR   cubin cache directory (default $XDG_CACHE_HOME or
+ *  - CAUSAL_CONV1D_CACHE_DIR   compiled-kernel cache directory (default $XDG_CACHE_HOME or
  *                              ~/.cache, then /causal_conv1d); "off" disables the disk cache.
+ *  - CAUSAL_CONV1D_CACHE_MAX_MB size cap of the disk cache in MiB (default 256, 0 = none);
+ *                              the least recently used entries are removed first.
  *  - CAUSAL_CONV1D_EMULATE_CHECK 1: the emulate backend runs each launch twice (natural, then
  *                              shuffled thread order between barriers) and fails on a difference.
  *  - CAUSAL_CONV1D_EMULATE_SEED  seed of that shuffled order, to reproduce a reported mismatch.
- *  - CAUSAL_CONV1D_CACHE_MAX_MB size cap of the disk cache in MiB (default 256, 0 = none);
- *                              the least recently used entries are removed first.
  */
 #ifndef CC1D_CC1D_H
 #define CC1D_CC1D_H
@@ -61,6 +81,8 @@ extern "C" {
 
 #define CC1D_ABI_VERSION 1u
 #define CC1D_MAX_RANK 4
+#define CC1D_MAX_WIDTH 8      /* widths 1..CC1D_MAX_WIDTH */
+#define CC1D_MAX_BACKENDS 8   /* capacity of cc1d_plan.candidates */
 
 /* Status codes. Stable numbers: Python maps them to exceptions. */
 typedef enum cc1d_status {
@@ -82,28 +104,33 @@ typedef enum cc1d_dtype {
   CC1D_FLOAT32 = 0,
   CC1D_FLOAT16 = 1,
   CC1D_BFLOAT16 = 2,
-  CC1D_INT32 = 3 /* seq_idx only */
+  CC1D_INT32 = 3 /* indices and segment ids only */
 } cc1d_dtype;
 
 typedef enum cc1d_device_type { CC1D_DEVICE_CPU = 0, CC1D_DEVICE_CUDA = 1 } cc1d_device_type;
 
-/* Backends. AUTO picks CPU for host tensors and NVRTC for CUDA tensors (or the one named by
- * CAUSAL_CONV1D_BACKEND). A named backend is used as asked; if it cannot run, the call fails
- * with CC1D_ERR_BACKEND_UNAVAILABLE (callers such as the Python layer then choose a fallback). */
+/* Backends. cc1d_backend_name() gives each one's name ("auto", "cpu", "nvrtc", "emulate",
+ * "aten"); CAUSAL_CONV1D_BACKEND takes the same names.
+ *  AUTO     CAUSAL_CONV1D_BACKEND if set, else: host tensors -> cpu, then aten;
+ *           CUDA tensors -> nvrtc, then aten, then cpu through host copies.
+ *  ATEN     served by the host framework (torch ops in Python, the ATen reference of the
+ *           optional libtorch op library); libcc1d lists it in plans but never runs it. */
 typedef enum cc1d_backend {
   CC1D_BACKEND_AUTO = 0,
   CC1D_BACKEND_CPU = 1,     /* native multi-threaded C++ kernels, host memory */
   CC1D_BACKEND_NVRTC = 2,   /* kernels_src JIT-compiled by NVRTC for the device's exact SM */
-  CC1D_BACKEND_EMULATE = 3  /* kernels_src compiled for the host and run by the emulator (debug) */
+  CC1D_BACKEND_EMULATE = 3, /* kernels_src compiled for the host and run by the emulator (debug) */
+  CC1D_BACKEND_ATEN = 4     /* the host framework's reference (not run by libcc1d) */
 } cc1d_backend;
+
+/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd"). */
+typedef enum cc1d_op { CC1D_OP_FWD = 0 } cc1d_op;
 
 typedef enum cc1d_activation { CC1D_ACT_NONE = 0, CC1D_ACT_SILU = 1 } cc1d_activation;
 
-/* A borrowed strided tensor. Strides are in elements and may be any non-negative value
- * (views, broadcasts with stride 0 are rejected only for outputs). Shapes and strides use
- * 64-bit integers; no 32-bit offset limit applies anywhere. */
+/* A borrowed strided tensor (see "Tensors" above). */
 typedef struct cc1d_tensor {
-  void* data;                  /* first element; NULL only when numel == 0 */
+  void* data;                  /* first element; NULL only when the tensor has no elements */
   int32_t dtype;               /* cc1d_dtype */
   int32_t device_type;         /* cc1d_device_type */
   int32_t device_index;        /* CUDA ordinal; 0 for CPU */
@@ -113,7 +140,7 @@ typedef struct cc1d_tensor {
 } cc1d_tensor;
 
 /* Arguments of the forward. Optional tensors are NULL pointers.
- *   x               (batch, dim, seqlen), fp32/fp16/bf16, any strides.
+ *   x               (batch, dim, seqlen), fp32/fp16/bf16, any strides; seqlen >= 1.
  *   weight          (dim, width), fp32/fp16/bf16 independent of x, 1 <= width <= CC1D_MAX_WIDTH.
  *   bias            (dim,), weight's dtype, optional.
  *   seq_idx         (batch, seqlen) int32, optional: a tap whose seq_idx differs from the output
@@ -123,6 +150,9 @@ typedef struct cc1d_tensor {
  *   out             (batch, dim, seqlen), x's dtype, written.
  *   final_states    (batch, dim, width-1), x's dtype, optional, written: the last W-1 entries
  *                   of concat(initial_states or zeros, x) along time.
+ *   backend         cc1d_backend. A named backend is used as asked; if it cannot serve, the
+ *                   call fails with CC1D_ERR_BACKEND_UNAVAILABLE and the reason. AUTO tries the
+ *                   candidates of cc1d_plan_dispatch that libcc1d can run itself, in order.
  *   stream          CUstream for CUDA tensors (NULL = legacy default stream); ignored on CPU. */
 typedef struct cc1d_fwd_args {
   uint32_t struct_size; /* sizeof(cc1d_fwd_args) */
@@ -138,35 +168,96 @@ typedef struct cc1d_fwd_args {
   void* stream;
 } cc1d_fwd_args;
 
-#define CC1D_MAX_WIDTH 8
+/* One candidate of a dispatch plan. */
+typedef struct cc1d_candidate {
+  int32_t backend;      /* cc1d_backend */
+  int32_t available;    /* 1: it can serve this op on this device now */
+  int32_t host_copies;  /* 1: it reads host memory, so CUDA tensors must be copied to the host
+                           and back by the caller (libcc1d never copies) */
+  int32_t runs_in_host; /* 1: run by the host framework (ATEN), not by libcc1d */
+  const char* reason;   /* why it is or is not available; thread-local, valid until the next
+                           cc1d_plan_dispatch call on this thread */
+} cc1d_candidate;
+
+/* Where the requested backend came from. */
+typedef enum cc1d_source {
+  CC1D_SOURCE_ARGUMENT = 0,    /* the caller named a backend */
+  CC1D_SOURCE_ENVIRONMENT = 1, /* CAUSAL_CONV1D_BACKEND */
+  CC1D_SOURCE_DEFAULT = 2      /* neither: auto */
+} cc1d_source;
+
+/* The dispatch policy's answer: the backends to try, in order. The host framework tries each
+ * available candidate in turn; every candidate before the one that serves is a fallback, which
+ * must be reported (and refused when strict is 1). */
+typedef struct cc1d_plan {
+  uint32_t struct_size;  /* sizeof(cc1d_plan), set by the caller */
+  int32_t requested;     /* the backend in force after CAUSAL_CONV1D_BACKEND: AUTO or one backend */
+  int32_t source;        /* cc1d_source */
+  int32_t strict;        /* 1 when CAUSAL_CONV1D_STRICT asks fallbacks to be errors */
+  int32_t count;         /* candidates used */
+  cc1d_candidate candidates[CC1D_MAX_BACKENDS];
+} cc1d_plan;
+
+/* Log levels, for the callback and cc1d_set_log_level. */
+typedef enum cc1d_log_level {
+  CC1D_LOG_TRACE = 0, CC1D_LOG_DEBUG = 1, CC1D_LOG_INFO = 2, CC1D_LOG_WARN = 3,
+  CC1D_LOG_ERROR = 4, CC1D_LOG_OFF = 5
+} cc1d_log_level;
+
+/* Receives each log line (no trailing newline). May be called from any thread, including the
+ * library's worker threads; must not call back into libcc1d. */
+typedef void (*cc1d_log_fn)(int32_t level, const char* message, void* user);
 
 /* ABI version of this library (compare with CC1D_ABI_VERSION). */
 CC1D_API uint32_t cc1d_abi_version(void);
 
-/* Library version string, e.g. "0.1.0". Static storage. */
+/* Library version string, e.g. "0.2.0". Static storage. */
 CC1D_API const char* cc1d_version(void);
 
 /* The last error message on this thread ("" if none). */
 CC1D_API const char* cc1d_last_error(void);
 
-/* Runs the forward. Validates everything first; on a validation error nothing is written. */
+/* Name of a backend ("auto", "cpu", "nvrtc", "emulate", "aten"), or NULL past the last one:
+ * iterate from 0 until NULL. Static storage. */
+CC1D_API const char* cc1d_backend_name(int32_t backend);
+
+/* Name of an op ("fwd"), or NULL past the last one. Static storage. */
+CC1D_API const char* cc1d_op_name(int32_t op);
+
+/* Runs the forward. */
 CC1D_API cc1d_status cc1d_causal_conv1d_fwd(const cc1d_fwd_args* args);
+
+/* The dispatch policy for `op` on a device: `backend` is what the caller asked for (AUTO
+ * defers to CAUSAL_CONV1D_BACKEND, then to the default order). Fills *plan. Probes the GPU
+ * environment on first use; never fails because a backend is unavailable (that is a
+ * candidate with available = 0 and its reason). */
+CC1D_API cc1d_status cc1d_plan_dispatch(int32_t op, int32_t backend, int32_t device_type,
+                                        int32_t device_index, cc1d_plan* plan);
+
+/* Whether `backend` can serve `op`'s tensors on the device right now: CC1D_OK, or
+ * CC1D_ERR_BACKEND_UNAVAILABLE with the reason in cc1d_last_error(). */
+CC1D_API cc1d_status cc1d_backend_available(int32_t backend, int32_t device_type,
+                                            int32_t device_index);
+
+/* Routes log lines to `fn` (NULL: back to stderr). Lines below the level are not formatted. */
+CC1D_API cc1d_status cc1d_set_log_callback(cc1d_log_fn fn, void* user);
+
+/* Sets the level (cc1d_log_level); the initial one comes from CAUSAL_CONV1D_LOG_LEVEL. */
+CC1D_API cc1d_status cc1d_set_log_level(int32_t level);
+
+/* The level in force (cc1d_log_level). */
+CC1D_API int32_t cc1d_get_log_level(void);
 
 /* Records facts about the host framework, reported by cc1d_report (strings are copied;
  * any may be NULL). cxx11_abi: 1, 0, or -1 for unknown. */
 CC1D_API cc1d_status cc1d_set_torch_info(const char* torch_version, const char* torch_cuda_version,
                                          int32_t cxx11_abi);
 
-/* Writes a JSON report (versions, torch facts, devices, driver, NVRTC candidates with the
+/* Writes a JSON report (versions, torch facts, ops, devices, driver, NVRTC candidates with the
  * reason each was accepted or rejected, backend decisions, caches) into buf. If buf is too
  * small (or NULL), returns CC1D_ERR_BUFFER_TOO_SMALL and sets *needed to the size required
  * including the NUL. Probes the GPU environment on first use (never fails because of it). */
 CC1D_API cc1d_status cc1d_report(char* buf, size_t buf_size, size_t* needed);
-
-/* Whether `backend` can run on device (device_type, device_index) right now: CC1D_OK, or
- * CC1D_ERR_BACKEND_UNAVAILABLE with the reason in cc1d_last_error(). */
-CC1D_API cc1d_status cc1d_backend_available(int32_t backend, int32_t device_type,
-                                            int32_t device_index);
 
 #ifdef __cplusplus
 } /* extern "C" */

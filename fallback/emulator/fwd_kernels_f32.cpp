@@ -1,6 +1,0 @@
-// fwd_kernels_f32.cpp — host instantiations of the forward kernel with x of type float
-// (see fwd_kernels_host.inc).
-#define CC1D_EMU_TX float
-#define CC1D_EMU_TX_DTYPE CC1D_FLOAT32
-#define CC1D_EMU_ADD add_fwd_kernels_f32
-#include "fwd_kernels_host.inc"

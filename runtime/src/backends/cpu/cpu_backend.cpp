@@ -1,0 +1,33 @@
+// cpu_backend.cpp — the `cpu` backend: each op's native CPU implementation (fallback/cpu/),
+// multi-threaded on host memory.
+#include "backends/backend.h"
+#include "fallback/cpu/thread_pool.h"
+
+namespace cc1d {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  cc1d_backend id() const override { return CC1D_BACKEND_CPU; }
+
+  std::string unavailable_reason(const OpEntry& op, cc1d_device_type type, int) override {
+    if (op.cpu == nullptr) return std::string("the cpu backend has no implementation of op '") + op.name + "'";
+    if (type != CC1D_DEVICE_CPU)
+      return "the cpu backend reads host memory only, and these tensors are on a CUDA device; copy them to the "
+             "host, or use the nvrtc backend";
+    return "";
+  }
+
+  void run(const OpEntry& op, const Problem& problem, void*) override { op.cpu(problem); }
+
+  std::string report_json() override {
+    return "{\"compiled_in\": true, \"available\": true, \"threads\": " + std::to_string(num_threads()) + "}";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace cc1d

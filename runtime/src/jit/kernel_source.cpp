@@ -1,0 +1,86 @@
+// kernel_source.cpp — the kernel sources in force: embedded, or CAUSAL_CONV1D_KERNEL_DIR.
+#include "jit/kernel_source.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "jit/hash.h"
+
+namespace cc1d {
+
+namespace {
+
+bool is_kernel_file(const std::string& name) {
+  auto ends = [&](const char* suffix) {
+    const std::string s(suffix);
+    return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".cu") || ends(".cuh") || ends(".h");
+}
+
+// Name/content pairs sorted by name, so the digest does not depend on readdir order.
+using Files = std::vector<std::pair<std::string, std::string>>;
+
+Files read_dir(const std::string& dir) {
+  Files files;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr)
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "CAUSAL_CONV1D_KERNEL_DIR='" + dir +
+                                           "' cannot be opened; point it at a copy of kernels_src/ "
+                                           "or unset it to use the embedded kernels");
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (!is_kernel_file(name)) continue;
+    std::ifstream in(dir + "/" + name, std::ios::binary);
+    if (!in) continue;  // a dangling link or unreadable file is not a kernel source
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    files.emplace_back(name, ss.str());
+  }
+  closedir(d);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+KernelSources load_kernel_sources() {
+  Files files;
+  KernelSources ks;
+  const char* dir = std::getenv("CAUSAL_CONV1D_KERNEL_DIR");
+  if (dir != nullptr && *dir != '\0') {
+    ks.origin = dir;
+    files = read_dir(dir);
+  } else {
+    ks.origin = "embedded";
+    for (const EmbeddedFile& f : embedded_kernel_sources())
+      files.emplace_back(f.name, std::string(f.data, f.size));
+    std::sort(files.begin(), files.end());
+  }
+  Sha256 h;
+  bool have_main = false;
+  for (auto& [name, data] : files) {
+    h.update_field(name);
+    h.update_field(data);
+    if (name == ks.main_name) {
+      ks.main_source = std::move(data);
+      have_main = true;
+    } else {
+      ks.header_names.push_back(name);
+      ks.header_sources.push_back(std::move(data));
+    }
+  }
+  if (!have_main)
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "kernel sources from " + ks.origin + " lack " + ks.main_name +
+                                           "; point CAUSAL_CONV1D_KERNEL_DIR at a copy of "
+                                           "kernels_src/ or unset it");
+  ks.hash = h.hex_digest();
+  return ks;
+}
+
+}  // namespace cc1d

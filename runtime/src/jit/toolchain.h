@@ -1,0 +1,54 @@
+// toolchain.h — the vendor-specific half of a JIT backend, behind a small interface:
+// discover (driver, devices, compilers), choose (a target per device), compile, load, launch.
+//
+// jit_backend.cpp holds everything vendor-neutral (kernel sources, the compiled-image cache,
+// compile-once per device and kernel, the report); nvrtc/nvrtc_toolchain.cpp implements this
+// interface for NVIDIA. A hipRTC toolchain would be one more implementation. Nothing here
+// names an NVRTC or CUDA type.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc1d/cc1d.h"
+#include "jit/image_cache.h"
+#include "jit/kernel_source.h"
+#include "ops/op.h"
+
+namespace cc1d {
+
+// One device as the toolchain sees it, and what its kernels are compiled for.
+struct JitDevice {
+  int ordinal = 0;
+  std::string name;
+  int arch = 0;                      // e.g. 90 for sm_90
+  bool usable = false;
+  std::string reason;                // why this target, or (when !usable) why none
+  std::string target;                // e.g. "sm_90" (an exact binary) or "compute_90" (portable IR)
+  std::string compiler;              // the compiler's identity, part of every cache key: "NVRTC 13.0"
+  std::vector<std::string> options;  // the exact compile options, part of every cache key
+};
+
+class Toolchain {
+ public:
+  virtual ~Toolchain() = default;
+  virtual cc1d_device_type device_type() const = 0;
+  // Finds the driver, the devices and the compilers, once. Returns "" when usable at all, else
+  // the reason (no driver, no device, ...). Never throws.
+  virtual std::string probe() = 0;
+  virtual const std::vector<JitDevice>& devices() const = 0;
+  // Compiles kernel `name` (a C++ name expression) for the device's target. Throws
+  // CC1D_ERR_COMPILE with the compiler's log when the source is rejected.
+  virtual CompiledImage compile(const KernelSources& sources, const std::string& name, const JitDevice& device) = 0;
+  // Loads an image on the device and returns its entry point (an opaque handle kept for the life
+  // of the process). Throws CC1D_ERR_BACKEND_UNAVAILABLE when the driver refuses the image.
+  virtual void* load(const JitDevice& device, const CompiledImage& image, const std::string& name) = 0;
+  // Queues a launch on `stream` (the caller's). No allocation, copy or synchronisation.
+  virtual void launch(const JitDevice& device, void* function, const KernelLaunch& launch, void* stream) = 0;
+  // JSON object members (no braces) describing the driver, compilers and per-device choices.
+  virtual std::string report_members() = 0;
+};
+
+std::unique_ptr<Toolchain> make_nvrtc_toolchain();
+
+}  // namespace cc1d

@@ -1,0 +1,160 @@
+// nvrtc_toolchain.cpp — the NVIDIA toolchain of the JIT layer: the CUDA driver (loaded at run
+// time), every NVRTC the process could use, the choice of NVRTC and target per device, compile,
+// module load in the device's primary context, and launch on the caller's stream.
+#include <memory>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "jit/toolchain.h"
+#include "nvrtc/cubin_elf.h"
+#include "nvrtc/gpu_env.h"
+#include "nvrtc/nvrtc_choice.h"
+#include "nvrtc/nvrtc_compile.h"
+#include "nvrtc/nvrtc_lib.h"
+
+namespace cc1d {
+
+namespace {
+
+struct DeviceChoice {
+  NvrtcChoice choice;
+  std::shared_ptr<NvrtcLib> nvrtc;  // null when !choice.ok
+};
+
+class NvrtcToolchain final : public Toolchain {
+ public:
+  cc1d_device_type device_type() const override { return CC1D_DEVICE_CUDA; }
+
+  std::string probe() override {
+    env_ = query_gpu_env();
+    if (!env_.available()) return env_.driver.reason.empty() ? "no usable CUDA device" : env_.driver.reason;
+    discover();
+    std::vector<NvrtcFacts> facts;
+    for (const auto& c : candidates_) facts.push_back(c.facts);
+    const int torch_major = torch_cuda_major();
+    for (const DeviceInfo& info : env_.devices) {
+      DeviceChoice dc;
+      dc.choice = choose_nvrtc(facts, env_.driver.driver->version(), info.sm, torch_major);
+      JitDevice d;
+      d.ordinal = info.ordinal;
+      d.name = info.name;
+      d.arch = info.sm;
+      d.usable = dc.choice.ok;
+      d.reason = dc.choice.reason;
+      if (dc.choice.ok) {
+        dc.nvrtc = candidates_[dc.choice.index].lib;
+        d.target = nvrtc_target(dc.choice.kind, dc.choice.target_arch);
+        d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
+        d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch);
+      }
+      logger().info("nvrtc backend, device {} ({}, sm_{}): {}", info.ordinal, info.name, info.sm, dc.choice.reason);
+      devices_.push_back(d);
+      choices_.push_back(dc);
+    }
+    return "";
+  }
+
+  const std::vector<JitDevice>& devices() const override { return devices_; }
+
+  CompiledImage compile(const KernelSources& sources, const std::string& name, const JitDevice& dev) override {
+    const NvrtcChoice& c = choices_[dev.ordinal].choice;
+    return compile_kernel(*choices_[dev.ordinal].nvrtc, sources, name, c.kind, c.target_arch);
+  }
+
+  void* load(const JitDevice& dev, const CompiledImage& image, const std::string& name) override {
+    const NvrtcChoice& ch = choices_[dev.ordinal].choice;
+    const std::string what = std::string(ch.kind == CodeKind::Cubin ? "cubin " : "PTX ") + dev.target + " from " +
+                             dev.compiler + " on device " + std::to_string(dev.ordinal) + " (" + dev.name +
+                             ", sm_" + std::to_string(dev.arch) + ")";
+    if (ch.kind == CodeKind::Cubin && cubin_sm(image.image.data(), image.image.size()) != dev.arch)
+      fail(CC1D_ERR_INTERNAL, "kernel image for " + name + " names sm_" +
+                                  std::to_string(cubin_sm(image.image.data(), image.image.size())) + ", expected " + what);
+    const CudaDriver& drv = driver();
+    ContextGuard ctx(drv, context(dev.ordinal));
+    CUmodule module = nullptr;
+    CUresult r = drv.api().cuModuleLoadData(&module, image.image.data());
+    if (r != kCudaSuccess) {
+      const std::string hint = r == kCudaErrorUnsupportedPtxVersion
+                                   ? "; the PTX is newer than this driver can JIT: update the NVIDIA driver"
+                                   : "; please report this with the cc1d_report() output";
+      // The driver cannot run this image here (too old for the PTX, a mismatched cubin): the
+      // backend is unusable on this device, and callers fall back.
+      fail(CC1D_ERR_BACKEND_UNAVAILABLE,
+           "cuModuleLoadData failed for " + name + " (" + what + "): " + drv.describe(r) + hint);
+    }
+    CUfunction fn = nullptr;
+    r = drv.api().cuModuleGetFunction(&fn, module, image.lowered_name.c_str());
+    if (r != kCudaSuccess) {
+      drv.api().cuModuleUnload(module);
+      fail(CC1D_ERR_CUDA, "cuModuleGetFunction(" + image.lowered_name + ") failed for " + name + " (" + what +
+                              "): " + drv.describe(r));
+    }
+    return fn;
+  }
+
+  void launch(const JitDevice& dev, void* function, const KernelLaunch& l, void* stream) override {
+    const CudaDriver& drv = driver();
+    ContextGuard ctx(drv, context(dev.ordinal));
+    void* args[] = {const_cast<unsigned char*>(l.params.data())};  // the driver copies it at launch
+    const CUresult r =
+        drv.api().cuLaunchKernel(static_cast<CUfunction>(function), l.grid[0], l.grid[1], l.grid[2], l.block[0],
+                                 l.block[1], l.block[2], l.shared_bytes, static_cast<CUstream>(stream), args, nullptr);
+    if (r != kCudaSuccess)
+      fail(CC1D_ERR_CUDA, "cuLaunchKernel(" + l.kernel + ", grid (" + std::to_string(l.grid[0]) + ", " +
+                              std::to_string(l.grid[1]) + ", " + std::to_string(l.grid[2]) + "), block " +
+                              std::to_string(l.block[0]) + ") on device " + std::to_string(dev.ordinal) + ": " +
+                              drv.describe(r));
+  }
+
+  std::string report_members() override {
+    discover();  // lists NVRTC candidates even when no GPU is usable
+    std::string j = "\"driver\": " + gpu_env_json(env_) + ", \"nvrtc_candidates\": [";
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      const NvrtcFacts& f = candidates_[i].facts;
+      std::string archs;
+      for (size_t k = 0; k < f.archs.size(); ++k) archs += (k ? ", " : "") + std::to_string(f.archs[k]);
+      j += std::string(i ? ", " : "") + "{\"path\": " + json_quote(f.path) + ", \"origin\": " + json_quote(f.origin) +
+           ", \"version\": " + json_quote(f.load_error.empty() ? f.version_string() : "") + ", \"archs\": [" + archs +
+           "], \"error\": " + json_quote(f.load_error) + "}";
+    }
+    j += "], \"nvrtc_not_found\": [";
+    for (size_t i = 0; i < not_found_.size(); ++i) j += std::string(i ? ", " : "") + json_quote(not_found_[i]);
+    j += "], \"devices\": [";
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      const JitDevice& d = devices_[i];
+      const DeviceChoice& dc = choices_[i];
+      j += std::string(i ? ", " : "") + "{\"index\": " + std::to_string(d.ordinal) + ", \"sm\": " +
+           std::to_string(d.arch) + ", \"usable\": " + (d.usable ? "true" : "false") +
+           ", \"mode\": " + json_quote(d.usable ? code_kind_name(dc.choice.kind) : "") +
+           ", \"target\": " + json_quote(d.target) +
+           ", \"nvrtc\": " + json_quote(d.usable ? dc.nvrtc->facts.path : "") +
+           ", \"nvrtc_version\": " + json_quote(d.usable ? dc.nvrtc->facts.version_string() : "") +
+           ", \"reason\": " + json_quote(d.reason) + ", \"decisions\": " + decisions_json(dc.choice.decisions) + "}";
+    }
+    return j + "]";
+  }
+
+ private:
+  void discover() {
+    std::call_once(discover_once_, [this] { candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_); });
+  }
+  const CudaDriver& driver() const { return *env_.driver.driver; }
+  // Retained on the device's first use only: retaining every GPU's primary context up front
+  // would create a context (hundreds of MB) on GPUs the program never touches.
+  CUcontext context(int ordinal) { return env_.driver.driver->primary_context(ordinal); }
+
+  GpuEnv env_;
+  std::once_flag discover_once_;
+  std::vector<NvrtcCandidate> candidates_;
+  std::vector<std::string> not_found_;
+  std::vector<JitDevice> devices_;
+  std::vector<DeviceChoice> choices_;
+};
+
+}  // namespace
+
+std::unique_ptr<Toolchain> make_nvrtc_toolchain() { return std::make_unique<NvrtcToolchain>(); }
+
+}  // namespace cc1d

@@ -1,0 +1,21 @@
+// fwd_kernels.h — the forward kernel's name expressions, shared by the planner and the
+// emulator's host instantiations. Includes nothing from kernels_src (the emulator compiles
+// those inside an anonymous namespace).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "cc1d/cc1d.h"
+
+namespace cc1d {
+
+// "cc1d::causal_conv1d_fwd_kernel<cc1d::bf16_t, float, 4, 0>" (layout: kLayoutTime/kLayoutChannel).
+std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout);
+
+// Every forward name expression (all dtype pairs, widths 1..CC1D_MAX_WIDTH, both layouts).
+std::vector<std::string> all_fwd_kernels();
+
+// Kernel type name of a dtype in kernels_src: "float", "cc1d::half_t", "cc1d::bf16_t".
+const char* kernel_type_name(cc1d_dtype dtype);
+
+}  // namespace cc1d

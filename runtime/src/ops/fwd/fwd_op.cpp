@@ -1,0 +1,87 @@
+// fwd_op.cpp — the forward op: its argument table, validation, registry entry and C entry point.
+#include "ops/fwd/fwd_op.h"
+
+#include <cstddef>
+
+#include "api/guard.h"
+#include "core/arg_table.h"
+
+namespace cc1d {
+
+namespace {
+
+enum Sym { B, D, L, W };
+const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
+
+enum Row { X, WEIGHT, BIAS, SEQ_IDX, INIT, OUT, FINAL };
+constexpr DtypeRule kFloat{DtypeRule::AnyFloat};
+constexpr DtypeRule kInt32{DtypeRule::Int32};
+constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "states and out have x's dtype"};
+constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias has weight's dtype"};
+constexpr DimRule s(Sym sym, int8_t offset = 0) { return DimRule{static_cast<int8_t>(sym), offset, false}; }
+
+#define CC1D_MEMBER(m) offsetof(cc1d_fwd_args, m)
+const ArgRow kRows[] = {
+    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 3, 3, {s(B), s(D), s(L)}},
+    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {s(D), s(W)}},
+    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {s(D)}},
+    {"seq_idx", CC1D_MEMBER(seq_idx), false, Role::In, kInt32, 2, 2, {s(B), s(L)}},
+    {"initial_states", CC1D_MEMBER(initial_states), false, Role::In, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
+    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(L)}},
+    {"final_states", CC1D_MEMBER(final_states), false, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
+};
+#undef CC1D_MEMBER
+
+const OpTable kTable{"cc1d_causal_conv1d_fwd", "cc1d_fwd_args", sizeof(cc1d_fwd_args), kSyms, 4, kRows, 7};
+
+}  // namespace
+
+FwdProblem validate_fwd(const cc1d_fwd_args* a) {
+  const BoundArgs b = bind_args(kTable, a);
+  if (a->activation != CC1D_ACT_NONE && a->activation != CC1D_ACT_SILU)
+    bad_arg(kTable, "activation", "expected 0 (none) or 1 (silu), got " + std::to_string(a->activation));
+  FwdProblem p;
+  p.device_type = b.device_type;
+  p.device_index = b.device_index;
+  p.batch = b.sym[B];
+  p.dim = b.sym[D];
+  p.seqlen = b.sym[L];
+  p.width = static_cast<int>(b.sym[W]);
+  p.silu = a->activation == CC1D_ACT_SILU;
+  p.x = b.t[X];
+  p.weight = b.t[WEIGHT];
+  p.bias = b.t[BIAS];
+  p.seq_idx = b.t[SEQ_IDX];
+  p.initial_states = b.t[INIT];
+  p.out = b.t[OUT];
+  p.final_states = b.t[FINAL];
+  p.x_dtype = p.x.dtype;
+  p.w_dtype = p.weight.dtype;
+  // The axis with the smaller stride is walked by adjacent threads / vector lanes.
+  p.time_major = p.dim == 1 || (p.seqlen > 1 && p.x.strides[2] <= p.x.strides[1]);
+  p.nothing_to_do = p.batch == 0 || p.dim == 0;
+  return p;
+}
+
+#ifdef CC1D_WITH_EMULATOR
+namespace emu {
+void add_fwd_kernels_f32(std::vector<HostKernel>&);
+void add_fwd_kernels_f16(std::vector<HostKernel>&);
+void add_fwd_kernels_bf16(std::vector<HostKernel>&);
+}  // namespace emu
+static void fwd_host_kernels(std::vector<emu::HostKernel>& out) {
+  emu::add_fwd_kernels_f32(out);
+  emu::add_fwd_kernels_f16(out);
+  emu::add_fwd_kernels_bf16(out);
+}
+#else
+static constexpr void (*fwd_host_kernels)(std::vector<emu::HostKernel>&) = nullptr;
+#endif
+
+const OpEntry kFwdOp{CC1D_OP_FWD, "fwd", fwd_cpu, plan_fwd, all_fwd_kernels, fwd_host_kernels};
+
+}  // namespace cc1d
+
+extern "C" CC1D_API cc1d_status cc1d_causal_conv1d_fwd(const cc1d_fwd_args* args) {
+  return cc1d::run_entry_point("cc1d_causal_conv1d_fwd", cc1d::kFwdOp, args, cc1d::validate_fwd);
+}

@@ -1,0 +1,58 @@
+// op.h — an op is the unit of extension. Each op (forward, update, ...) owns, in its own files:
+//  - its argument table and validation: ops/<op>/<op>_op.cpp, which also defines its C entry point;
+//  - its plan: the kernel, the parameter block, the grid, block and shared memory (a KernelLaunch);
+//  - its CPU implementation: fallback/cpu/<op>_cpu.cpp;
+//  - its kernel: kernels_src/<op>.cuh, and its host instantiations for the emulator;
+// and is registered by one line in ops/registry.cpp. Backends never name an op: they receive an
+// OpEntry and a validated Problem, and run op.cpu(problem) or launch op.plan(problem).
+#pragma once
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cc1d/cc1d.h"
+
+namespace cc1d {
+
+namespace emu {
+struct HostKernel;
+}
+
+// A validated call. Each op derives its own problem (the tensors and sizes it needs).
+struct Problem {
+  cc1d_device_type device_type = CC1D_DEVICE_CPU;
+  int device_index = 0;
+  bool nothing_to_do = false;  // valid, but no element to compute (an empty batch or dim)
+  virtual ~Problem() = default;
+};
+
+// A kernel launch as every kernel-running backend (nvrtc, emulate) performs it.
+struct KernelLaunch {
+  std::string kernel;                 // NVRTC name expression, e.g. "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>"
+  std::vector<unsigned char> params;  // the kernel's one by-value parameter block
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_bytes = 0;
+
+  template <typename Params>
+  void set_params(const Params& p) {
+    params.resize(sizeof p);
+    std::memcpy(params.data(), &p, sizeof p);
+  }
+};
+
+struct OpEntry {
+  cc1d_op id;
+  const char* name;                              // "fwd", as cc1d_op_name
+  void (*cpu)(const Problem&);                   // the native CPU implementation, or null
+  KernelLaunch (*plan)(const Problem&);          // the kernel launch, or null (no GPU kernel)
+  std::vector<std::string> (*kernels)();         // every name expression plan() can choose
+  void (*host_kernels)(std::vector<emu::HostKernel>&);  // the emulator's instantiations, or null
+};
+
+// The registered ops, in cc1d_op order.
+const std::vector<const OpEntry*>& all_ops();
+// The op with that id, or nullptr.
+const OpEntry* find_op(int32_t id);
+
+}  // namespace cc1d
