@@ -137,11 +137,43 @@ def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_D
             if (shape[i] < want) if at_least else (shape[i] != want):
                 raise ValueError(f"{fn}: argument '{arg.name}' must have shape {_names(arg)}"
                                  f"{_expected(arg, sym)}; got shape {_shape(t)}")
+        if arg.written:
+            _check_no_overlap(arg, t, table, tensors, fn)
         if arg.written and self_overlapping(t):
             raise ValueError(f"{fn}: argument '{arg.name}' is written, but its strides {tuple(t.stride())} make "
                              f"elements share memory (an expanded or overlapping view); pass a tensor with "
                              f"distinct elements, e.g. .contiguous() or torch.empty(...)")
     return sym
+
+
+def _span(t: torch.Tensor) -> tuple:
+    """[lo, hi) bytes of t's elements, or None when it has none."""
+    if t.numel() == 0:
+        return None
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    lo = t.data_ptr()
+    return lo, lo + (last + 1) * t.element_size()
+
+
+def _compiling() -> bool:
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling and is_compiling())
+
+
+def _check_no_overlap(arg: Arg, t: torch.Tensor, table: Table, tensors: dict, fn: str) -> None:
+    """Raises when written argument `t` shares memory with another argument (as libcc1d does);
+    skipped while torch.compile traces (fake tensors have no memory; libcc1d checks at run time)."""
+    if t.device.type not in ("cpu", "cuda") or _compiling():
+        return
+    mine = _span(t)
+    for other in table.args:
+        u = tensors.get(other.name)
+        if other.name == arg.name or not isinstance(u, torch.Tensor) or u.device != t.device:
+            continue
+        theirs = _span(u)
+        if mine and theirs and mine[0] < theirs[1] and theirs[0] < mine[1]:
+            raise ValueError(f"{fn}: argument '{arg.name}' is written but shares memory with '{other.name}'; "
+                             f"pass separate tensors")
 
 
 def _expected(arg: Arg, sym: dict) -> str:
