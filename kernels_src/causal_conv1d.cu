@@ -2,3 +2,4 @@
 // host). Each kernel family lives in its own header; variants are instantiated by the
 // runtime through name expressions, so only what a program uses is compiled.
 #include "fwd.cuh"
+#include "update.cuh"

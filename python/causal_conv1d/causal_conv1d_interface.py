@@ -19,6 +19,7 @@ from typing import Optional
 import torch
 
 from . import _op_fwd
+from ._op_update import causal_conv1d_update, causal_conv1d_update_ref
 from ._dispatch import check_backend_name
 from ._validate import FLOAT_DTYPES, check_activation
 
@@ -99,22 +100,3 @@ def causal_conv1d_ref(
         final_states_out.copy_(fs)
         fs = final_states_out
     return out, fs
-
-
-_UPDATE_MSG = ("{name} is not implemented yet in this package (causal-conv1d {version}): only the "
-               "forward (causal_conv1d_fn) is available. A later release adds the decode-step update.")
-
-
-def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                         conv_state_indices=None):
-    """Not implemented yet in this package; raises NotImplementedError."""
-    from ._version import __version__
-
-    raise NotImplementedError(_UPDATE_MSG.format(name="causal_conv1d_update", version=__version__))
-
-
-def causal_conv1d_update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None):
-    """Not implemented yet in this package; raises NotImplementedError."""
-    from ._version import __version__
-
-    raise NotImplementedError(_UPDATE_MSG.format(name="causal_conv1d_update_ref", version=__version__))

@@ -28,6 +28,12 @@ cc1d_add_test(test_emulator_fwd
   ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1")
 cc1d_emulator_labels(test_emulator_fwd)
 
+# The update op's kernel under the emulator, in checking mode (the same executable as test_update).
+add_test(NAME test_update_emulate COMMAND test_update "--test-case=*emulate*")
+set_tests_properties(test_update_emulate PROPERTIES ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1"
+                     PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
+cc1d_emulator_labels(test_update_emulate)
+
 # The backend's kernel table, lowered-name lookup, availability and report.
 cc1d_add_test(test_emulator_backend
   SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_backend.cpp

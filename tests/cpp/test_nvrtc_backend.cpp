@@ -21,6 +21,7 @@
 
 #include "kernels_src/fwd_params.h"
 #include "test_support.h"
+#include "update_case.h"
 #include "tests/fake_driver/fake_cuda.h"
 
 using namespace cc1d_test;
@@ -137,7 +138,7 @@ struct Problem {
         w(HostTensor::contiguous(wdt, {D, W})),
         bias(HostTensor::contiguous(wdt, {D})),
         out(make_x(xdt, B, D, L, layout)) {
-    std::mt19937 rng(static_cast<unsigned>(1000 * dev + 10 * xdt + wdt));
+    std::mt19937 rng = test_rng(static_cast<unsigned>(1000 * dev + 10 * xdt + wdt));
     for (HostTensor* t : {&x, &w, &bias}) t->randomize(rng, 0.5);
     out.fill_all(NAN);
     for (HostTensor* t : {&x, &w, &bias, &out}) {
@@ -428,4 +429,54 @@ int main(int argc, char** argv) {
   }
   doctest::Context ctx(argc, argv);
   return ctx.run();
+}
+
+TEST_CASE("update launch") {
+  // The decode-step update through the real NVRTC and the fake driver, on "device" memory,
+  // against the float64 reference; the launch path allocates, copies and synchronises nothing.
+  clean_cache_dir();
+  std::mt19937 rng = test_rng(77);
+  for (bool circular : {false, true}) {
+    UpdateCase c{CC1D_BFLOAT16, CC1D_FLOAT32, 4, 5, 40, 3, 6, circular, true, true, false, true, true};
+    UpdateRun r(c, rng);
+    std::vector<double> want_out, want_state;
+    r.reference(c, want_out, want_state);
+    for (HostTensor* t : {&r.x, &r.w, &r.bias, &r.state, &r.cache, &r.indices, &r.out}) t->t.device_type = CC1D_DEVICE_CUDA;
+    r.a.backend = CC1D_BACKEND_NVRTC;
+    r.a.stream = reinterpret_cast<void*>(0x77);
+    REQUIRE_MESSAGE(cc1d_causal_conv1d_update(&r.a) == CC1D_OK, cc1d_last_error());
+    for (int64_t i = 0; i < c.B * c.D * c.L; ++i) {
+      const int64_t b = i / (c.D * c.L), d = (i / c.L) % c.D, t = i % c.L;
+      const double got = r.out.get(r.out.off({b, d, t}));
+      REQUIRE_MESSAGE(std::fabs(got - want_out[i]) <= tolerance(c.xdt) * (1 + std::fabs(want_out[i])), i);
+    }
+    for (int64_t p = 0; p < r.pool; ++p)
+      for (int64_t d = 0; d < c.D; ++d)
+        for (int64_t s = 0; s < c.state_len; ++s)
+          REQUIRE(r.state.get(r.state.off({p, d, s})) == want_state[(p * c.D + d) * c.state_len + s]);
+  }
+  CHECK(count("cuLaunchKernel") == 2);
+  CHECK(count("cuModuleLoadData") == 1);
+  for (const char* k : {"mem_alloc", "mem_free", "memcpy", "memset", "synchronize"}) CHECK(count(k) == 0);
+  cc1d_fake_launch l{};
+  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  CHECK(has(l.kernel, "causal_conv1d_update_kernel"));
+  CHECK(l.stream == reinterpret_cast<void*>(0x77));
+
+  // On device memory libcc1d does not read index values: an index out of range is a padding
+  // row for the kernel (outputs 0, nothing written), never a write outside conv_state.
+  UpdateCase c{CC1D_FLOAT32, CC1D_FLOAT32, 3, 3, 8, 1, 4, false, true, false, false, false, false};
+  UpdateRun r(c, rng);
+  r.indices.set(0, 1000);
+  const std::vector<unsigned char> state_before = r.state.storage;
+  std::vector<double> want_out, want_state;
+  r.reference(c, want_out, want_state);  // the reference skips the row whose index is out of range
+  for (HostTensor* t : {&r.x, &r.w, &r.bias, &r.state, &r.cache, &r.indices, &r.out}) t->t.device_type = CC1D_DEVICE_CUDA;
+  r.a.backend = CC1D_BACKEND_NVRTC;
+  REQUIRE_MESSAGE(cc1d_causal_conv1d_update(&r.a) == CC1D_OK, cc1d_last_error());
+  for (int64_t d = 0; d < c.D; ++d) CHECK(r.out.get(r.out.off({0, d, 0})) == 0.0);
+  for (int64_t p = 0; p < r.pool; ++p)
+    for (int64_t d = 0; d < c.D; ++d)
+      for (int64_t s = 0; s < c.state_len; ++s)
+        REQUIRE(r.state.get(r.state.off({p, d, s})) == want_state[(p * c.D + d) * c.state_len + s]);
 }

@@ -82,3 +82,45 @@ def assert_matches(out, x, weight, bias=None, seq_idx=None, initial_states=None,
             f"{what}: {int(bad.sum())}/{bad.numel()} element(s) outside tolerance {tol} * (|ref| + |terms|); "
             f"first at {list(i)}: got {o[i].item()!r}, reference {ref[i].item()!r}, terms {mag[i].item()!r}; "
             f"max error {err.max().item():.3g}")
+
+
+def reference_update(x, conv_state, weight, bias=None, silu=False, cache_seqlens=None, conv_state_indices=None):
+    """float64 (out, new_state) of the decode-step update, computed row by row with plain loops
+    over time (independent of the package's gather/scatter formulation). out has x's rank;
+    new_state is the whole pool after the call."""
+    x3 = x if x.dim() == 3 else x[..., None]
+    B, D, L = x3.shape
+    W = weight.shape[1]
+    S = conv_state.shape[2]
+    w = weight.double().cpu()
+    b64 = bias.double().cpu() if bias is not None else torch.zeros(D, dtype=torch.float64)
+    xs = x3.double().cpu()
+    state = conv_state.double().cpu().clone()
+    out = torch.zeros(B, D, L, dtype=torch.float64)
+    for b in range(B):
+        row = b if conv_state_indices is None else int(conv_state_indices[b])
+        cs = 0 if cache_seqlens is None else int(cache_seqlens[b])
+        if row < 0 or row >= state.shape[0] or cs < 0:
+            continue  # padding: output 0, state untouched
+        st = state[row]  # (D, S)
+        if cache_seqlens is None:
+            window = [st[:, S - (W - 1) + i] for i in range(W - 1)]
+        else:
+            window = [st[:, (cs - (W - 1) + i) % S] for i in range(W - 1)]
+        seq = window + [xs[b, :, t] for t in range(L)]
+        for t in range(L):
+            acc = b64.clone()
+            for k in range(W):
+                acc += w[:, k] * seq[t + k]
+            if silu:
+                acc = acc * torch.sigmoid(acc)
+            out[b, :, t] = acc
+        new = st.clone()
+        if cache_seqlens is None:
+            full = torch.cat([st, xs[b]], dim=1)
+            new = full[:, -S:].clone()
+        else:
+            for t in range(L):
+                new[:, (cs + t) % S] = xs[b, :, t]
+        state[row] = new
+    return (out if x.dim() == 3 else out[..., 0]), state

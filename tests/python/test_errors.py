@@ -126,14 +126,6 @@ def test_ref_validates_too():
         causal_conv1d.causal_conv1d_ref(a["x"], a["weight"][:3])
 
 
-def test_update_not_implemented():
-    a = _args()
-    state = torch.zeros(B, D, W - 1)
-    for fn in (causal_conv1d.causal_conv1d_update, causal_conv1d.causal_conv1d_update_ref):
-        with pytest.raises(NotImplementedError, match="not implemented yet in this package"):
-            fn(a["x"][..., :1], state, a["weight"])
-
-
 def test_interface_module_names():
     from causal_conv1d import causal_conv1d_interface as ci
 

@@ -10,6 +10,7 @@
  *
  * Operations ("ops"): each has one entry point taking one argument struct.
  *   cc1d_causal_conv1d_fwd     the forward over a whole sequence (cc1d_fwd_args)
+ *   cc1d_causal_conv1d_update  one decode step on a rolling or circular state (cc1d_update_args)
  * Every op runs on every backend that supports it; cc1d_plan_dispatch() says which would serve.
  *
  * Contract of every function in this header
@@ -123,8 +124,8 @@ typedef enum cc1d_backend {
   CC1D_BACKEND_ATEN = 4     /* the host framework's reference (not run by libcc1d) */
 } cc1d_backend;
 
-/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd"). */
-typedef enum cc1d_op { CC1D_OP_FWD = 0 } cc1d_op;
+/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd", "update"). */
+typedef enum cc1d_op { CC1D_OP_FWD = 0, CC1D_OP_UPDATE = 1 } cc1d_op;
 
 typedef enum cc1d_activation { CC1D_ACT_NONE = 0, CC1D_ACT_SILU = 1 } cc1d_activation;
 
@@ -167,6 +168,37 @@ typedef struct cc1d_fwd_args {
   int32_t backend;    /* cc1d_backend */
   void* stream;
 } cc1d_fwd_args;
+
+/* Arguments of the decode-step update (upstream causal_conv1d_update semantics).
+ *   x                   (batch, dim, seqlen), or (batch, dim) for seqlen 1; fp32/fp16/bf16.
+ *   conv_state          (pool, dim, state_len), x's dtype, any strides; state_len >= width-1.
+ *                       Read and written (in-out). Without conv_state_indices, pool == batch.
+ *   weight, bias        as for the forward.
+ *   cache_seqlens       (batch,) int32, optional. Without it the state shifts left by seqlen
+ *                       and x is appended. With it the state is a circular buffer: token t of
+ *                       row b is written at (cache_seqlens[b] + t) % state_len, and its window
+ *                       reads the W-1 entries before that position. The caller advances
+ *                       cache_seqlens.
+ *   conv_state_indices  (batch,) int32, optional: row b uses conv_state[indices[b]]. An index
+ *                       < 0 is a padding slot: its outputs are 0 and no state is touched.
+ *   out                 (batch, dim, seqlen) (or (batch, dim), like x), x's dtype, written.
+ * An index >= pool, a duplicated index, or a negative cache_seqlens: for host tensors the call
+ * fails with CC1D_ERR_INVALID_ARGUMENT before anything is written; for CUDA tensors (whose
+ * values libcc1d does not read on the host) the kernel treats such a row as padding (outputs
+ * 0, no state written; duplicated indices race as on upstream). */
+typedef struct cc1d_update_args {
+  uint32_t struct_size; /* sizeof(cc1d_update_args) */
+  const cc1d_tensor* x;
+  const cc1d_tensor* conv_state;
+  const cc1d_tensor* weight;
+  const cc1d_tensor* bias;
+  const cc1d_tensor* cache_seqlens;
+  const cc1d_tensor* conv_state_indices;
+  const cc1d_tensor* out;
+  int32_t activation; /* cc1d_activation */
+  int32_t backend;    /* cc1d_backend */
+  void* stream;
+} cc1d_update_args;
 
 /* One candidate of a dispatch plan. */
 typedef struct cc1d_candidate {
@@ -221,11 +253,14 @@ CC1D_API const char* cc1d_last_error(void);
  * iterate from 0 until NULL. Static storage. */
 CC1D_API const char* cc1d_backend_name(int32_t backend);
 
-/* Name of an op ("fwd"), or NULL past the last one. Static storage. */
+/* Name of an op ("fwd", "update"), or NULL past the last one. Static storage. */
 CC1D_API const char* cc1d_op_name(int32_t op);
 
 /* Runs the forward. */
 CC1D_API cc1d_status cc1d_causal_conv1d_fwd(const cc1d_fwd_args* args);
+
+/* Runs one decode step: writes out and updates conv_state in place. */
+CC1D_API cc1d_status cc1d_causal_conv1d_update(const cc1d_update_args* args);
 
 /* The dispatch policy for `op` on a device: `backend` is what the caller asked for (AUTO
  * defers to CAUSAL_CONV1D_BACKEND, then to the default order). Fills *plan. Probes the GPU

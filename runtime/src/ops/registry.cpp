@@ -1,5 +1,6 @@
 // registry.cpp — the list of ops: one line per op.
 #include "ops/fwd/fwd_op.h"
+#include "ops/update/update_op.h"
 #include "ops/op.h"
 
 namespace cc1d {
@@ -7,6 +8,7 @@ namespace cc1d {
 const std::vector<const OpEntry*>& all_ops() {
   static const std::vector<const OpEntry*> ops = {
       &kFwdOp,
+      &kUpdateOp,
   };
   return ops;
 }

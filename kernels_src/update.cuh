@@ -1,0 +1,67 @@
+// update.cuh — the decode-step update kernel (causal_conv1d_update).
+//
+// One thread per (batch row, channel): it reads its channel's window of the state, walks the
+// seqlen new tokens (convolving each with the W-1 values before it), writes the outputs, then
+// writes the new tokens into the state: appended after a left shift (shift mode), or at
+// (cache_seqlens[b] + t) % state_len (circular mode). A thread touches only its own channel of
+// its own state row, so no two threads share memory (unless the caller maps two rows to one
+// state slot, which races as on upstream). A row whose state index is out of [0, pool), or
+// whose cache_seqlens is negative, is padding: outputs 0, state untouched.
+//
+// Template: TX (x/state/out type), TW (weight/bias type), W (width 1..8). Bias, silu, the
+// circular mode and the index gather are runtime flags in UpdateParams.
+#pragma once
+#include "cc1d_types.cuh"
+#include "common.cuh"
+#include "update_params.h"
+
+namespace cc1d {
+
+template <typename TX, typename TW, int W>
+__global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(const UpdateParams p) {
+  const long long c = (long long)blockIdx.x * kUpdateThreads + threadIdx.x;
+  if (c >= p.dim) return;
+  float w[W];
+  for (int k = 0; k < W; ++k) w[k] = load_as_float<TW>(p.weight, c * p.w_stride[0] + k * p.w_stride[1]);
+  const float bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
+  for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
+    const TX* x = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+    TX* out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+    const long long row = p.conv_state_indices ? (long long)p.conv_state_indices[b * p.index_stride] : b;
+    const long long cache = p.cache_seqlens ? (long long)p.cache_seqlens[b * p.cache_stride] : 0;
+    if (row < 0 || row >= p.pool || cache < 0) {  // a padding slot (or an index the kernel must not follow)
+      for (long long t = 0; t < p.seqlen; ++t) out[t * p.out_stride[2]] = from_float<TX>(0.f);
+      continue;
+    }
+    TX* state = static_cast<TX*>(p.conv_state) + row * p.state_stride[0] + c * p.state_stride[1];
+    const long long sl = p.state_len, ss = p.state_stride[2];
+    const long long head = p.cache_seqlens ? cache % sl : 0;  // circular: where token 0 goes
+    // win[k] holds x at time k-(W-1) relative to the current token; the last slot is the token.
+    float win[W];
+    for (int i = 0; i < W - 1; ++i) {
+      long long pos = p.cache_seqlens ? head - (W - 1) + i : sl - (W - 1) + i;
+      if (pos < 0) pos += sl;
+      win[i] = to_float(state[pos * ss]);
+    }
+    for (long long t = 0; t < p.seqlen; ++t) {
+      win[W - 1] = to_float(x[t * p.x_stride[2]]);
+      float acc = bias;
+      for (int k = 0; k < W; ++k) acc += w[k] * win[k];
+      if (p.silu) acc = silu(acc);
+      out[t * p.out_stride[2]] = from_float<TX>(acc);
+      for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1];
+    }
+    if (p.cache_seqlens) {
+      // The last min(seqlen, state_len) tokens, each at its ring position.
+      const long long first = p.seqlen > sl ? p.seqlen - sl : 0;
+      for (long long t = first; t < p.seqlen; ++t) state[((head + t) % sl) * ss] = x[t * p.x_stride[2]];
+    } else {
+      // concat(state, x)[-state_len:], in place: shift left by seqlen, then append.
+      const long long keep = sl > p.seqlen ? sl - p.seqlen : 0;
+      for (long long i = 0; i < keep; ++i) state[i * ss] = state[(i + p.seqlen) * ss];
+      for (long long i = keep; i < sl; ++i) state[i * ss] = x[(p.seqlen - (sl - i)) * p.x_stride[2]];
+    }
+  }
+}
+
+}  // namespace cc1d
