@@ -50,6 +50,10 @@ struct OpEntry {
   void (*host_kernels)(std::vector<emu::HostKernel>&);  // the emulator's instantiations, or null
 };
 
+// Kernel type name of a dtype in kernels_src: "float", "cc1d::half_t", "cc1d::bf16_t" (for the
+// ops' name expressions).
+const char* kernel_type_name(cc1d_dtype dtype);
+
 // The registered ops, in cc1d_op order.
 const std::vector<const OpEntry*>& all_ops();
 // The op with that id, or nullptr.

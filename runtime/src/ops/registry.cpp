@@ -1,4 +1,4 @@
-// registry.cpp — the list of ops: one line per op.
+// registry.cpp — the list of ops (one line per op), and what their name expressions share.
 #include "ops/fwd/fwd_op.h"
 #include "ops/update/update_op.h"
 #include "ops/op.h"
@@ -11,6 +11,14 @@ const std::vector<const OpEntry*>& all_ops() {
       &kUpdateOp,
   };
   return ops;
+}
+
+const char* kernel_type_name(cc1d_dtype dtype) {
+  switch (dtype) {
+    case CC1D_FLOAT16: return "cc1d::half_t";
+    case CC1D_BFLOAT16: return "cc1d::bf16_t";
+    default: return "float";
+  }
 }
 
 const OpEntry* find_op(int32_t id) {

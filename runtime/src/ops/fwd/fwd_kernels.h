@@ -15,7 +15,4 @@ std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout);
 // Every forward name expression (all dtype pairs, widths 1..CC1D_MAX_WIDTH, both layouts).
 std::vector<std::string> all_fwd_kernels();
 
-// Kernel type name of a dtype in kernels_src: "float", "cc1d::half_t", "cc1d::bf16_t".
-const char* kernel_type_name(cc1d_dtype dtype);
-
 }  // namespace cc1d

@@ -10,14 +10,6 @@
 
 namespace cc1d {
 
-const char* kernel_type_name(cc1d_dtype dtype) {
-  switch (dtype) {
-    case CC1D_FLOAT16: return "cc1d::half_t";
-    case CC1D_BFLOAT16: return "cc1d::bf16_t";
-    default: return "float";
-  }
-}
-
 std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
   return std::string("cc1d::causal_conv1d_fwd_kernel<") + kernel_type_name(x) + ", " + kernel_type_name(w) + ", " +
          std::to_string(width) + ", " + std::to_string(layout) + ">";

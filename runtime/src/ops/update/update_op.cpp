@@ -11,7 +11,6 @@
 #include "core/checked.h"
 #include "core/gpu_limits.h"
 #include "kernels_src/update_params.h"
-#include "ops/fwd/fwd_kernels.h"
 
 namespace cc1d {
 
