@@ -58,6 +58,25 @@ struct HostTensor {
     storage.assign(static_cast<size_t>(extent) * dtype_size(dtype), 0);
     t.data = storage.data();
   }
+  // Copies and moves keep the descriptor pointing into their own storage (at the same offset).
+  HostTensor(const HostTensor& o) : storage(o.storage), t(o.t) { repoint(o); }
+  HostTensor(HostTensor&& o) noexcept : storage(std::move(o.storage)), t(o.t) {}  // the buffer moves with it
+  HostTensor& operator=(const HostTensor& o) {
+    storage = o.storage;
+    t = o.t;
+    repoint(o);
+    return *this;
+  }
+  HostTensor& operator=(HostTensor&& o) noexcept {
+    storage = std::move(o.storage);
+    t = o.t;
+    return *this;
+  }
+  void repoint(const HostTensor& o) {
+    const auto* base = o.storage.data();
+    const auto* p = static_cast<const unsigned char*>(o.t.data);
+    if (p >= base && p < base + o.storage.size()) t.data = storage.data() + (p - base);
+  }
   // Row-major contiguous.
   static HostTensor contiguous(int dtype, std::vector<int64_t> shape) {
     std::vector<int64_t> st(shape.size(), 1);

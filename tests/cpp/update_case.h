@@ -28,6 +28,51 @@ inline std::string describe(const UpdateCase& c) {
          (c.silu ? " silu" : "");
 }
 
+// float64 reference of the update for tensors of any strides: out (B, D, L) and the whole state
+// pool after the call (pool, D, S), both row-major. x has rank 2 (B, D) or 3 (B, D, L).
+inline void reference_update(const HostTensor& x, int x_rank, const HostTensor& state, const HostTensor& w,
+                             const HostTensor* bias, const HostTensor* cache, const HostTensor* indices, bool silu,
+                             std::vector<double>& want_out, std::vector<double>& want_state) {
+  const int64_t B = x.t.shape[0], D = x.t.shape[1], L = x_rank == 3 ? x.t.shape[2] : 1;
+  const int64_t pool = state.t.shape[0], S = state.t.shape[2];
+  const int W = static_cast<int>(w.t.shape[1]);
+  want_out.assign(B * D * L, 0.0);
+  want_state.resize(pool * D * S);
+  for (int64_t r = 0; r < pool; ++r)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t s = 0; s < S; ++s) want_state[(r * D + d) * S + s] = state.get(state.off({r, d, s}));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t row = indices ? static_cast<int64_t>(indices->get(indices->off({b}))) : b;
+    const int64_t cs = cache ? static_cast<int64_t>(cache->get(cache->off({b}))) : 0;
+    if (row < 0 || row >= pool || cs < 0) continue;  // padding: outputs 0, state untouched
+    for (int64_t d = 0; d < D; ++d) {
+      const double* st = &want_state[(row * D + d) * S];
+      // The token sequence: the W-1 state values before the first new token, then x.
+      std::vector<double> seq;
+      for (int i = 0; i < W - 1; ++i) {
+        const int64_t pos = cache ? ((cs - (W - 1) + i) % S + S) % S : S - (W - 1) + i;
+        seq.push_back(st[pos]);
+      }
+      for (int64_t t = 0; t < L; ++t) seq.push_back(x.get(x_rank == 2 ? x.off({b, d}) : x.off({b, d, t})));
+      for (int64_t t = 0; t < L; ++t) {
+        double acc = bias ? bias->get(bias->off({d})) : 0.0;
+        for (int k = 0; k < W; ++k) acc += w.get(w.off({d, k})) * seq[t + k];
+        if (silu) acc = acc / (1.0 + std::exp(-acc));
+        want_out[(b * D + d) * L + t] = acc;
+      }
+      std::vector<double> next(st, st + S);
+      if (cache) {
+        for (int64_t t = 0; t < L; ++t) next[(cs + t) % S] = seq[W - 1 + t];
+      } else {
+        std::vector<double> cat(st, st + S);
+        cat.insert(cat.end(), seq.begin() + (W - 1), seq.end());
+        std::copy(cat.end() - S, cat.end(), next.begin());
+      }
+      std::copy(next.begin(), next.end(), want_state.begin() + (row * D + d) * S);
+    }
+  }
+}
+
 struct UpdateRun {
   HostTensor x, w, bias, state, cache, indices, out;
   int64_t pool = 0;
@@ -65,45 +110,9 @@ struct UpdateRun {
     a.activation = c.silu ? CC1D_ACT_SILU : CC1D_ACT_NONE;
   }
 
-  // float64 reference of out (B, D, L) and of the state after the call (pool, D, S).
   void reference(const UpdateCase& c, std::vector<double>& want_out, std::vector<double>& want_state) const {
-    const int64_t B = c.B, D = c.D, L = c.L, S = c.state_len;
-    const int W = c.width;
-    want_out.assign(B * D * L, 0.0);
-    want_state.resize(pool * D * S);
-    for (int64_t r = 0; r < pool; ++r)
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t s = 0; s < S; ++s) want_state[(r * D + d) * S + s] = state.get(state.off({r, d, s}));
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t row = c.gather ? static_cast<int64_t>(indices.get(b)) : b;
-      if (row < 0 || row >= pool) continue;  // padding: outputs 0, state untouched
-      const int64_t cs = c.circular ? static_cast<int64_t>(cache.get(b)) : 0;
-      for (int64_t d = 0; d < D; ++d) {
-        const double* st = &want_state[(row * D + d) * S];
-        // The token sequence: the W-1 state values before the first new token, then x.
-        std::vector<double> seq;
-        for (int i = 0; i < W - 1; ++i) {
-          const int64_t pos = c.circular ? ((cs - (W - 1) + i) % S + S) % S : S - (W - 1) + i;
-          seq.push_back(st[pos]);
-        }
-        for (int64_t t = 0; t < L; ++t) seq.push_back(x.get(c.x_2d ? x.off({b, d}) : x.off({b, d, t})));
-        for (int64_t t = 0; t < L; ++t) {
-          double acc = c.bias ? bias.get(d) : 0.0;
-          for (int k = 0; k < W; ++k) acc += w.get(w.off({d, k})) * seq[t + k];
-          if (c.silu) acc = acc / (1.0 + std::exp(-acc));
-          want_out[(b * D + d) * L + t] = acc;
-        }
-        std::vector<double> next(st, st + S);
-        if (c.circular) {
-          for (int64_t t = 0; t < L; ++t) next[(cs + t) % S] = seq[W - 1 + t];
-        } else {
-          std::vector<double> cat(st, st + S);
-          cat.insert(cat.end(), seq.begin() + (W - 1), seq.end());
-          std::copy(cat.end() - S, cat.end(), next.begin());
-        }
-        std::copy(next.begin(), next.end(), want_state.begin() + (row * D + d) * S);
-      }
-    }
+    reference_update(x, c.x_2d ? 2 : 3, state, w, c.bias ? &bias : nullptr, c.circular ? &cache : nullptr,
+                     c.gather ? &indices : nullptr, c.silu, want_out, want_state);
   }
 };
 

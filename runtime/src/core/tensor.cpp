@@ -37,6 +37,8 @@ std::string shape_string(const int64_t* shape, int ndim) {
 }
 
 int64_t TensorRef::numel() const {
+  for (int i = 0; i < ndim; ++i)
+    if (shape[i] == 0) return 0;  // empty, however large the other sizes
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) n = mul_checked(n, shape[i], "numel");
   return n;

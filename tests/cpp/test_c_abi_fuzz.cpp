@@ -1,0 +1,545 @@
+// test_c_abi_fuzz.cpp — a bounded fuzz of the C ABI (cc1d_causal_conv1d_fwd and _update).
+//
+// A child process makes CC1D_FUZZ_ITERS (default 3000) calls with random descriptors: a valid
+// small problem with random layouts, then up to three mutations (ranks, sizes and strides up to
+// 2^63-1, NULL or misaligned data, dtype and device codes, aliasing outputs, struct sizes,
+// activation and backend values, bad index values). An independent model, written here without
+// the library's code, says what each call must do: fail with an argument error (and write
+// nothing), report the backend unavailable, or succeed — and then the result must match the
+// float64 reference, with no write outside the outputs. The parent requires the child to finish
+// within a time limit with exit status 0: a crash, a hang, a sanitizer report (the `asan` job
+// runs this under ASan and UBSan) or any mismatch fails. The seed is printed; CC1D_TEST_SEED
+// replays a run, and each failure names its iteration.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+#include "update_case.h"
+
+using namespace cc1d_test;
+
+namespace {
+
+using i128 = __int128;
+
+// ---- the independent model ----------------------------------------------------------------
+
+enum class Expect { Invalid, Unavailable, Ok };
+
+struct Model {
+  std::string why;  // why the call is invalid ("" when valid)
+  void bad(const std::string& w) {
+    if (why.empty()) why = w;
+  }
+};
+
+int elem_size(int32_t dt) { return dt == CC1D_FLOAT32 || dt == CC1D_INT32 ? 4 : dt == 1 || dt == 2 ? 2 : 0; }
+bool is_float(int32_t dt) { return dt == CC1D_FLOAT32 || dt == CC1D_FLOAT16 || dt == CC1D_BFLOAT16; }
+
+// Bytes [lo, hi) of a descriptor, or {0, 0} when empty; `ok` false when it overflows.
+struct Span {
+  uintptr_t lo = 0, hi = 0;
+  bool ok = true;
+};
+Span span_of(const cc1d_tensor& t) {
+  Span s;
+  i128 last = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return s;
+    last += static_cast<i128>(t.shape[i] - 1) * t.strides[i];
+  }
+  const i128 bytes = (last + 1) * elem_size(t.dtype);
+  const i128 end = static_cast<i128>(reinterpret_cast<uintptr_t>(t.data)) + bytes;
+  if (last > INT64_MAX || bytes > INT64_MAX || end > static_cast<i128>(UINTPTR_MAX)) {
+    s.ok = false;
+    return s;
+  }
+  s.lo = reinterpret_cast<uintptr_t>(t.data);
+  s.hi = static_cast<uintptr_t>(end);
+  return s;
+}
+
+i128 numel_of(const cc1d_tensor& t) {
+  i128 n = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return 0;
+    n *= t.shape[i];
+    if (n > INT64_MAX) n = static_cast<i128>(INT64_MAX) + 1;  // saturate: "too many"
+  }
+  return n;
+}
+
+// Brute force: do two index tuples of a small tensor share an element?
+bool overlaps_itself(const cc1d_tensor& t) {
+  if (numel_of(t) > 100000) return true;  // never generated for outputs that are also valid
+  std::vector<int64_t> offs;
+  std::vector<int64_t> idx(t.ndim, 0);
+  for (;;) {
+    int64_t o = 0;
+    for (int i = 0; i < t.ndim; ++i) o += idx[i] * t.strides[i];
+    offs.push_back(o);
+    int d = t.ndim - 1;
+    while (d >= 0 && ++idx[d] == t.shape[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
+  std::sort(offs.begin(), offs.end());
+  return std::adjacent_find(offs.begin(), offs.end()) != offs.end();
+}
+
+// A slot of the argument struct: its name, the host tensor backing it, whether it is given.
+struct Slot {
+  const char* name;
+  HostTensor h;
+  bool given = true;
+  bool written = false;
+  const cc1d_tensor* ptr() const { return given ? &h.t : nullptr; }
+  int32_t storage_dtype = -1;  // the dtype the storage was filled with (set when generated)
+};
+
+// Valid descriptors whose dtype a mutation changed read the storage as another type (garbage,
+// NaN): correct, but not comparable with a reference. Such cases are discarded.
+bool retyped(const std::vector<Slot>& s) {
+  for (const Slot& slot : s)
+    if (slot.given && slot.h.t.dtype != slot.storage_dtype) return true;
+  return false;
+}
+
+// The checks every tensor gets; `dims` are the expected sizes (-1: any; -2: at least `least`).
+void check_common(Model& m, const Slot& s, int rank_lo, int rank_hi, const cc1d_tensor& x, std::vector<int64_t> dims,
+                  int64_t least = 0) {
+  const cc1d_tensor& t = s.h.t;
+  const std::string n = s.name;
+  if (t.ndim < rank_lo || t.ndim > rank_hi) return m.bad(n + " rank");
+  if (t.device_type != 0 && t.device_type != 1) return m.bad(n + " device type");
+  if (t.device_type == 1 && t.device_index < 0) return m.bad(n + " device index");
+  if (t.device_type != x.device_type || t.device_index != x.device_index) m.bad(n + " device");
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] < 0 || t.strides[i] < 0) return m.bad(n + " negative");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t size = static_cast<int>(i) < t.ndim ? t.shape[i] : 1;
+    if (dims[i] >= 0 && size != dims[i]) m.bad(n + " shape");
+    if (dims[i] == -2 && size < least) m.bad(n + " too short");
+  }
+  const i128 ne = numel_of(t);
+  if (ne > INT64_MAX) m.bad(n + " numel overflow");
+  if (ne > 0 && t.data == nullptr) m.bad(n + " null data");
+  const int es = elem_size(t.dtype);
+  if (ne > 0 && es > 0 && reinterpret_cast<uintptr_t>(t.data) % es != 0) m.bad(n + " misaligned");
+  if (!span_of(t).ok) return m.bad(n + " span overflow");
+  if (s.written && ne > 0 && overlaps_itself(t)) m.bad(n + " overlaps itself");
+}
+
+void check_dtype(Model& m, const Slot& s, int32_t want) {  // want: -1 any float
+  if (want < 0 ? !is_float(s.h.t.dtype) : s.h.t.dtype != want) m.bad(std::string(s.name) + " dtype");
+}
+
+void check_cross_overlap(Model& m, const std::vector<const Slot*>& slots) {
+  for (const Slot* w : slots) {
+    if (!w->given || !w->written) continue;
+    const Span a = span_of(w->h.t);
+    for (const Slot* o : slots) {
+      if (o == w || !o->given) continue;
+      const Span b = span_of(o->h.t);
+      if (a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi) m.bad(std::string(w->name) + " overlaps " + o->name);
+    }
+  }
+}
+
+// Whether the descriptor's elements lie inside its host storage (a valid descriptor that does not
+// would make the library read memory the fuzzer did not allocate: such cases are discarded).
+bool backed(const Slot& s) {
+  if (!s.given) return true;
+  const Span sp = span_of(s.h.t);
+  if (sp.lo == sp.hi) return true;
+  const auto lo = reinterpret_cast<uintptr_t>(s.h.storage.data());
+  return sp.ok && sp.lo >= lo && sp.hi <= lo + s.h.storage.size();
+}
+
+bool g_emulate_built = false;  // this libcc1d has the emulate backend
+std::map<std::string, int> g_outcomes;  // "fwd invalid", "update ok", ...
+
+Expect counted(const char* op, Expect e) {
+  static const char* names[] = {"invalid", "unavailable", "ok"};
+  ++g_outcomes[std::string(op) + " " + names[static_cast<int>(e)]];
+  return e;
+}
+
+// What libcc1d must answer for valid descriptors: the backend serves, or is unavailable here
+// (no GPU driver: the test points CAUSAL_CONV1D_CUDA_DRIVER at nothing).
+Expect availability(int32_t backend, int32_t device_type, bool nothing_to_do) {
+  if (nothing_to_do) return Expect::Ok;
+  const bool cpu = device_type == CC1D_DEVICE_CPU;
+  switch (backend) {
+    case CC1D_BACKEND_AUTO:
+    case CC1D_BACKEND_CPU: return cpu ? Expect::Ok : Expect::Unavailable;
+    case CC1D_BACKEND_EMULATE: return cpu && g_emulate_built ? Expect::Ok : Expect::Unavailable;
+    default: return Expect::Unavailable;  // nvrtc without a driver, aten (host framework only)
+  }
+}
+
+// ---- random problems --------------------------------------------------------------------
+
+struct Rng {
+  std::mt19937 g;
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
+  bool chance(int percent) { return pick(0, 99) < percent; }
+};
+
+// A tensor of the given sizes in a random layout: dims permuted, optional gaps, and (inputs
+// only) a broadcast stride 0.
+HostTensor random_tensor(Rng& r, int dtype, std::vector<int64_t> shape, bool input) {
+  const int n = static_cast<int>(shape.size());
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), r.g);
+  std::vector<int64_t> strides(n, 1);
+  int64_t step = 1;
+  for (int i = n - 1; i >= 0; --i) {
+    const int d = order[i];
+    strides[d] = step;
+    step *= std::max<int64_t>(shape[d], 1) + (r.chance(20) ? r.pick(1, 2) : 0);
+  }
+  if (input && n > 0 && r.chance(10)) strides[r.pick(0, n - 1)] = 0;
+  HostTensor h(dtype, shape, strides);
+  h.randomize(r.g);
+  return h;
+}
+
+void mutate_tensor(Rng& r, Slot& s, std::vector<Slot>& all) {
+  cc1d_tensor& t = s.h.t;
+  const int dim = std::max(0, std::min(t.ndim, CC1D_MAX_RANK) - 1);
+  static const int64_t huge[] = {INT64_C(1) << 61, INT64_C(1) << 62, INT64_MAX, INT64_C(1) << 40, -1, -7};
+  switch (r.pick(0, 11)) {
+    case 0: t.ndim += r.chance(50) ? 1 : -1; break;
+    case 1: t.shape[dim] = huge[r.pick(0, 5)]; break;
+    case 2: t.shape[dim] += r.chance(50) ? 1 : -1; break;
+    case 3: t.strides[dim] = huge[r.pick(0, 5)]; break;
+    case 4: t.strides[dim] = 0; break;
+    case 5: t.data = nullptr; break;
+    case 6: t.data = static_cast<char*>(t.data) + 1; break;
+    case 7: t.dtype = std::vector<int32_t>{-1, 0, 1, 2, 3, 7}[r.pick(0, 5)]; break;
+    case 8: t.device_type = r.chance(70) ? 1 : 5; break;
+    case 9: t.device_index = r.chance(50) ? 1 : -1; break;
+    case 10: t.shape[dim] = INT64_C(1) << 62, t.data = nullptr; break;
+    default: {  // alias another argument's memory
+      const Slot& o = all[r.pick(0, static_cast<int>(all.size()) - 1)];
+      if (o.given) t.data = o.h.t.data;
+    }
+  }
+}
+
+// ---- the two ops --------------------------------------------------------------------------
+
+struct Outcome {
+  Expect expect;
+  std::string why;
+};
+
+// Runs one random forward call; returns "" or a description of a mismatch.
+std::string fuzz_fwd(Rng& r) {
+  const int xdt = r.pick(0, 2), wdt = r.pick(0, 2);
+  const int64_t B = r.pick(0, 3), D = r.pick(0, 5), L = r.chance(5) ? 0 : r.pick(1, 7);
+  const int W = r.chance(5) ? r.pick(0, 1) * 9 : r.pick(1, CC1D_MAX_WIDTH);
+  std::vector<Slot> s = {{"x", random_tensor(r, xdt, {B, D, L}, true)},
+                         {"weight", random_tensor(r, wdt, {D, W}, true)},
+                         {"bias", random_tensor(r, wdt, {D}, true)},
+                         {"seq_idx", HostTensor::contiguous(CC1D_INT32, {B, L})},
+                         {"initial_states", random_tensor(r, xdt, {B, D, std::max(W - 1, 0)}, true)},
+                         {"out", random_tensor(r, xdt, {B, D, L}, false)},
+                         {"final_states", random_tensor(r, xdt, {B, D, std::max(W - 1, 0)}, false)}};
+  s[5].written = s[6].written = true;
+  for (int64_t i = 0; i < B * L; ++i) s[3].h.set(i, r.pick(-1, 2));
+  for (Slot& slot : s) {
+    slot.storage_dtype = slot.h.t.dtype;
+    if (slot.written) slot.h.fill_all(NAN);
+  }
+  for (int i : {2, 3, 4, 6}) s[i].given = r.chance(60);
+  cc1d_fwd_args a{};
+  a.struct_size = sizeof a;
+  a.activation = r.pick(0, 1);
+  a.backend = r.chance(80) ? CC1D_BACKEND_CPU + r.pick(0, 1) * 2 : r.pick(0, 4);
+  for (int m = r.pick(0, 3); m > 0; --m) {
+    const int what = r.pick(0, 9);
+    if (what < 7) mutate_tensor(r, s[r.pick(0, 6)], s);
+    else if (what == 7) s[r.pick(0, 6)].given = false;
+    else if (what == 8) a.struct_size = r.pick(0, static_cast<int>(sizeof a) - 1);
+    else if (r.chance(50)) a.activation = std::vector<int32_t>{-1, 2, 99}[r.pick(0, 2)];
+    else a.backend = std::vector<int32_t>{-1, 5, 99}[r.pick(0, 2)];
+  }
+  a.x = s[0].ptr(), a.weight = s[1].ptr(), a.bias = s[2].ptr(), a.seq_idx = s[3].ptr();
+  a.initial_states = s[4].ptr(), a.out = s[5].ptr(), a.final_states = s[6].ptr();
+
+  // The model.
+  Model m;
+  if (a.struct_size < sizeof a) m.bad("struct_size");
+  for (int i : {0, 1, 5})
+    if (!s[i].given) m.bad(std::string(s[i].name) + " missing");
+  if (m.why.empty()) {
+    const cc1d_tensor& x = s[0].h.t;
+    check_common(m, s[0], 3, 3, x, {-1, -1, -1});
+    check_dtype(m, s[0], -1);
+    const int64_t b = x.shape[0], d = x.shape[1], l = x.ndim == 3 ? x.shape[2] : 0;
+    if (m.why.empty() && l < 1) m.bad("seqlen");
+    check_common(m, s[1], 2, 2, x, {d, -1});
+    check_dtype(m, s[1], -1);
+    const int64_t w = s[1].h.t.ndim == 2 ? s[1].h.t.shape[1] : 0;
+    if (w < 1 || w > CC1D_MAX_WIDTH) m.bad("width");
+    if (s[2].given) check_common(m, s[2], 1, 1, x, {d}), check_dtype(m, s[2], s[1].h.t.dtype);
+    if (s[3].given) check_common(m, s[3], 2, 2, x, {b, l}), check_dtype(m, s[3], CC1D_INT32);
+    if (s[4].given) check_common(m, s[4], 3, 3, x, {b, d, w - 1}), check_dtype(m, s[4], x.dtype);
+    check_common(m, s[5], 3, 3, x, {b, d, l});
+    check_dtype(m, s[5], x.dtype);
+    if (s[6].given) check_common(m, s[6], 3, 3, x, {b, d, w - 1}), check_dtype(m, s[6], x.dtype);
+    std::vector<const Slot*> ptrs;
+    for (const Slot& slot : s) ptrs.push_back(&slot);
+    if (m.why.empty()) check_cross_overlap(m, ptrs);
+  }
+  if (a.activation != 0 && a.activation != 1) m.bad("activation");
+  if (a.backend < 0 || a.backend > 4) m.bad("backend");
+  if (m.why.empty() && retyped(s)) return "discard";
+  if (m.why.empty())
+    for (const Slot& slot : s)
+      if (!backed(slot)) return "discard";
+  const cc1d_tensor& x = s[0].h.t;
+  const Expect expect = counted("fwd", !m.why.empty() ? Expect::Invalid
+                                                      : availability(a.backend, x.device_type,
+                                                                     x.shape[0] == 0 || x.shape[1] == 0));
+  std::vector<std::vector<unsigned char>> before;
+  for (const Slot& slot : s) before.push_back(slot.h.storage);
+
+  const cc1d_status st = cc1d_causal_conv1d_fwd(&a);
+  const std::string msg = cc1d_last_error();
+  // What must hold whatever happened: inputs never change.
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!s[i].written && s[i].h.storage != before[i]) return std::string("input ") + s[i].name + " was written";
+  if (expect == Expect::Invalid) {
+    if (st != CC1D_ERR_INVALID_ARGUMENT && st != CC1D_ERR_INVALID_TYPE && st != CC1D_ERR_NULL_POINTER)
+      return "expected an argument error (" + m.why + "), got status " + std::to_string(st) + ": " + msg;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i].h.storage != before[i]) return std::string("a rejected call wrote ") + s[i].name;
+    return "";
+  }
+  if (expect == Expect::Unavailable) {
+    if (st != CC1D_ERR_BACKEND_UNAVAILABLE) return "expected backend unavailable, got " + std::to_string(st) + ": " + msg;
+    return "";
+  }
+  if (st != CC1D_OK) return "expected success, got status " + std::to_string(st) + ": " + msg;
+  if (x.shape[0] == 0 || x.shape[1] == 0) return "";
+  RefInputs in;
+  in.x = &s[0].h;
+  in.w = &s[1].h;
+  in.bias = s[2].given ? &s[2].h : nullptr;
+  in.seq = s[3].given ? &s[3].h : nullptr;
+  in.init = s[4].given ? &s[4].h : nullptr;
+  in.silu = a.activation == 1;
+  std::vector<double> want_out, want_fin;
+  reference_fwd(in, want_out, want_fin);
+  std::string diff = compare(s[5].h, want_out, tolerance(x.dtype));
+  if (diff.empty() && s[6].given) diff = compare(s[6].h, want_fin, tolerance(x.dtype));
+  return diff.empty() ? "" : "wrong result: " + diff;
+}
+
+// Runs one random update call; returns "" or a description of a mismatch.
+std::string fuzz_update(Rng& r) {
+  const int xdt = r.pick(0, 2), wdt = r.pick(0, 2);
+  const int64_t B = r.pick(0, 3), D = r.pick(0, 5), L = r.pick(1, 5);
+  const int W = r.chance(5) ? r.pick(0, 1) * 9 : r.pick(1, CC1D_MAX_WIDTH);
+  const int64_t S = std::max<int64_t>(1, W - 1 + r.pick(r.chance(5) ? -1 : 0, 3));
+  const bool gather = r.chance(50), x2d = L == 1 && r.chance(50);
+  const int64_t pool = gather ? B + r.pick(0, 3) : B;
+  std::vector<Slot> s = {{"x", x2d ? random_tensor(r, xdt, {B, D}, true) : random_tensor(r, xdt, {B, D, L}, true)},
+                         {"weight", random_tensor(r, wdt, {D, W}, true)},
+                         {"bias", random_tensor(r, wdt, {D}, true)},
+                         {"conv_state", random_tensor(r, xdt, {pool, D, S}, false)},
+                         {"cache_seqlens", HostTensor::contiguous(CC1D_INT32, {B})},
+                         {"conv_state_indices", HostTensor::contiguous(CC1D_INT32, {B})},
+                         {"out", x2d ? random_tensor(r, xdt, {B, D}, false) : random_tensor(r, xdt, {B, D, L}, false)}};
+  s[3].written = s[6].written = true;
+  std::vector<int> rows(static_cast<size_t>(pool));
+  for (int64_t i = 0; i < pool; ++i) rows[i] = static_cast<int>(i);
+  std::shuffle(rows.begin(), rows.end(), r.g);
+  for (int64_t b = 0; b < B; ++b) {
+    s[4].h.set(b, r.pick(0, 20));
+    s[5].h.set(b, r.chance(25) ? -1 : rows[b]);
+  }
+  s[2].given = r.chance(60);
+  s[4].given = r.chance(50);
+  s[5].given = gather;
+  for (Slot& slot : s) slot.storage_dtype = slot.h.t.dtype;
+  s[6].h.fill_all(NAN);
+  cc1d_update_args a{};
+  a.struct_size = sizeof a;
+  a.activation = r.pick(0, 1);
+  a.backend = r.chance(80) ? CC1D_BACKEND_CPU + r.pick(0, 1) * 2 : r.pick(0, 4);
+  for (int m = r.pick(0, 3); m > 0; --m) {
+    const int what = r.pick(0, 10);
+    if (what < 6) mutate_tensor(r, s[r.pick(0, 6)], s);
+    else if (what == 6) s[r.pick(0, 6)].given = false;
+    else if (what == 7) a.struct_size = r.pick(0, static_cast<int>(sizeof a) - 1);
+    else if (what == 8 && B > 0) s[5].h.set(r.pick(0, static_cast<int>(B) - 1), r.chance(50) ? pool + r.pick(0, 2) : rows[0]);
+    else if (what == 9 && B > 0) s[4].h.set(r.pick(0, static_cast<int>(B) - 1), -r.pick(1, 3));
+    else a.activation = 2;
+  }
+  a.x = s[0].ptr(), a.weight = s[1].ptr(), a.bias = s[2].ptr(), a.conv_state = s[3].ptr();
+  a.cache_seqlens = s[4].ptr(), a.conv_state_indices = s[5].ptr(), a.out = s[6].ptr();
+
+  Model m;
+  if (a.struct_size < sizeof a) m.bad("struct_size");
+  for (int i : {0, 1, 3, 6})
+    if (!s[i].given) m.bad(std::string(s[i].name) + " missing");
+  int64_t b = 0, d = 0, pool_rows = 0, sl = 0;
+  if (m.why.empty()) {
+    const cc1d_tensor& x = s[0].h.t;
+    check_common(m, s[0], 2, 3, x, {-1, -1, -1});
+    check_dtype(m, s[0], -1);
+    b = x.shape[0], d = x.ndim >= 2 ? x.shape[1] : 0;
+    const int64_t l = x.ndim == 3 ? x.shape[2] : 1;
+    if (m.why.empty() && l < 1) m.bad("seqlen");
+    check_common(m, s[1], 2, 2, x, {d, -1});
+    check_dtype(m, s[1], -1);
+    const int64_t w = s[1].h.t.ndim == 2 ? s[1].h.t.shape[1] : 0;
+    if (w < 1 || w > CC1D_MAX_WIDTH) m.bad("width");
+    if (s[2].given) check_common(m, s[2], 1, 1, x, {d}), check_dtype(m, s[2], s[1].h.t.dtype);
+    check_common(m, s[3], 3, 3, x, {-1, d, -2}, w - 1);
+    check_dtype(m, s[3], x.dtype);
+    if (s[4].given) check_common(m, s[4], 1, 1, x, {b}), check_dtype(m, s[4], CC1D_INT32);
+    if (s[5].given) check_common(m, s[5], 1, 1, x, {b}), check_dtype(m, s[5], CC1D_INT32);
+    check_common(m, s[6], 2, 3, x, {b, d, l});
+    check_dtype(m, s[6], x.dtype);
+    std::vector<const Slot*> ptrs;
+    for (const Slot& slot : s) ptrs.push_back(&slot);
+    if (m.why.empty()) check_cross_overlap(m, ptrs);
+    pool_rows = s[3].h.t.shape[0];
+    sl = s[3].h.t.ndim == 3 ? s[3].h.t.shape[2] : 0;
+    if (m.why.empty() && !s[5].given && pool_rows != b) m.bad("pool != batch");
+    if (m.why.empty() && sl == 0 && b > 0 && d > 0) m.bad("state_len 0");
+  }
+  if (a.activation != 0 && a.activation != 1) m.bad("activation");
+  if (m.why.empty() && retyped(s)) return "discard";
+  if (m.why.empty())
+    for (const Slot& slot : s)
+      if (!backed(slot)) return "discard";
+  const cc1d_tensor& x = s[0].h.t;
+  if (m.why.empty() && x.device_type == CC1D_DEVICE_CPU) {  // host values
+    std::vector<int64_t> used;
+    for (int64_t i = 0; i < b; ++i) {
+      if (s[4].given && s[4].h.get(s[4].h.off({i})) < 0) m.bad("negative cache_seqlens");
+      if (!s[5].given) continue;
+      const int64_t row = static_cast<int64_t>(s[5].h.get(s[5].h.off({i})));
+      if (row >= pool_rows) m.bad("index out of range");
+      if (row >= 0) used.push_back(row);
+    }
+    std::sort(used.begin(), used.end());
+    if (std::adjacent_find(used.begin(), used.end()) != used.end()) m.bad("duplicate index");
+  }
+  if (a.backend < 0 || a.backend > 4) m.bad("backend");
+  const Expect expect =
+      counted("update", !m.why.empty() ? Expect::Invalid : availability(a.backend, x.device_type, b == 0 || d == 0));
+  std::vector<std::vector<unsigned char>> before;
+  for (const Slot& slot : s) before.push_back(slot.h.storage);
+  std::vector<double> want_out, want_state;
+  if (expect == Expect::Ok && b > 0 && d > 0)
+    reference_update(s[0].h, x.ndim, s[3].h, s[1].h, s[2].given ? &s[2].h : nullptr, s[4].given ? &s[4].h : nullptr,
+                     s[5].given ? &s[5].h : nullptr, a.activation == 1, want_out, want_state);
+
+  const cc1d_status st = cc1d_causal_conv1d_update(&a);
+  const std::string msg = cc1d_last_error();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!s[i].written && s[i].h.storage != before[i]) return std::string("input ") + s[i].name + " was written";
+  if (expect == Expect::Invalid) {
+    if (st != CC1D_ERR_INVALID_ARGUMENT && st != CC1D_ERR_INVALID_TYPE && st != CC1D_ERR_NULL_POINTER)
+      return "expected an argument error (" + m.why + "), got status " + std::to_string(st) + ": " + msg;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i].h.storage != before[i]) return std::string("a rejected call wrote ") + s[i].name;
+    return "";
+  }
+  if (expect == Expect::Unavailable)
+    return st == CC1D_ERR_BACKEND_UNAVAILABLE ? "" : "expected backend unavailable, got " + std::to_string(st) + ": " + msg;
+  if (st != CC1D_OK) return "expected success, got status " + std::to_string(st) + ": " + msg;
+  if (b == 0 || d == 0) return "";
+  const int64_t steps = x.ndim == 3 ? x.shape[2] : 1;
+  const HostTensor& out = s[6].h;
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t c = 0; c < d; ++c)
+      for (int64_t t = 0; t < steps; ++t) {
+        const double got = out.get(out.t.ndim == 2 ? out.off({i, c}) : out.off({i, c, t}));
+        const double want = want_out[(i * d + c) * steps + t];
+        if (!(std::fabs(got - want) <= tolerance(x.dtype) * (1 + std::fabs(want))))
+          return "wrong out at (" + std::to_string(i) + "," + std::to_string(c) + "," + std::to_string(t) + ")";
+      }
+  const HostTensor& state = s[3].h;
+  for (int64_t p = 0; p < pool_rows; ++p)
+    for (int64_t c = 0; c < d; ++c)
+      for (int64_t k = 0; k < sl; ++k)
+        if (state.get(state.off({p, c, k})) != want_state[(p * d + c) * sl + k]) return "wrong conv_state";
+  return "";
+}
+
+// The child's whole run: 0 when every call behaved; prints the first mismatch.
+int child(int iters) {
+  g_emulate_built = cc1d_backend_available(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU, 0) == CC1D_OK;
+  std::map<std::string, int> counts;
+  for (int i = 0; i < iters; ++i) {
+    Rng r{test_rng(static_cast<uint32_t>(i))};
+    const bool update = r.chance(40);
+    const std::string err = update ? fuzz_update(r) : fuzz_fwd(r);
+    if (err == "discard") {
+      ++counts["discarded"];
+      continue;
+    }
+    ++counts[update ? "update" : "fwd"];
+    if (!err.empty()) {
+      std::printf("[fuzz] iteration %d (%s) of seed %u: %s\n", i, update ? "update" : "fwd", test_seed(), err.c_str());
+      return 1;
+    }
+  }
+  std::printf("[fuzz] %d fwd, %d update calls checked, %d discarded (valid, but unbacked or retyped);",
+              counts["fwd"], counts["update"], counts["discarded"]);
+  for (const auto& [what, n] : g_outcomes) std::printf(" %s %d,", what.c_str(), n);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("fuzz: random descriptors crash nothing, hang nothing, and give the model's answer") {
+  const char* env = std::getenv("CC1D_FUZZ_ITERS");
+  const int iters = env != nullptr ? std::atoi(env) : 3000;
+  test_seed();  // printed before the fork, so the parent's log has it
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("CAUSAL_CONV1D_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);  // never a real GPU here
+    setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
+    setenv("CAUSAL_CONV1D_LOG_LEVEL", "off", 1);
+    unsetenv("CAUSAL_CONV1D_BACKEND");
+    const int rc = child(iters);
+    std::fflush(stdout);
+    _exit(rc);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL("the fuzz child hung for 600 s (seed " << test_seed() << ")");
+  }
+  INFO("seed " << test_seed() << " (replay with CC1D_TEST_SEED=" << test_seed() << ")");
+  REQUIRE_MESSAGE(WIFEXITED(status), "the fuzz child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  CHECK_MESSAGE(WEXITSTATUS(status) == 0, "the fuzz child found a mismatch (see its output above)");
+}
