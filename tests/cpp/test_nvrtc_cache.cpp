@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cc1d/cc1d.h"
+#include "jit/cache_fs.h"
 #include "jit/image_cache.h"
 
 using namespace cc1d;
@@ -55,14 +56,8 @@ void spit(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-int count_files(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name) != "." && std::string(e->d_name) != "..";  // temp files too
-    closedir(d);
-  }
-  return n;
-}
+// Entries and temp files (not the lock and stats files).
+int count_files(const std::string& dir) { return (int)list_dir(dir).size(); }
 
 std::string parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
@@ -160,7 +155,7 @@ TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten")
 
 TEST_CASE("encode/decode reject every malformed input") {
   const std::string d = key().digest();
-  const std::string e = encode_cache_entry(d, kernel());
+  const std::string e = encode_cache_entry(key(), kernel());
   CompiledImage k;
   std::string why;
   CHECK(decode_cache_entry(e, d, &k, &why));
@@ -242,26 +237,26 @@ TEST_CASE("an unwritable directory degrades to memory-only") {
   spit(base, "a file, not a directory");
   ImageCache cache(base + "/cache");
   cache.store(key(), kernel());
-  CHECK_FALSE(cache.disk_writable());
+  CHECK(cache.state() == "unavailable");
   CHECK(cache.stats().errors == 1);
   CompiledImage k;
   CHECK(cache.load(key(), &k));  // still served from memory
   CHECK(k.image == kernel().image);
   cache.store(key("second"), kernel());  // no second attempt, no second error
   CHECK(cache.stats().errors == 1);
-  CHECK(cache.report_json().find("\"disk\": \"read-only\"") != std::string::npos);
+  CHECK(cache.report_json().find("\"disk\": \"unavailable\"") != std::string::npos);
 }
 
 TEST_CASE("the disk cache can be turned off") {
   setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
-  CHECK(ImageCache::default_dir().empty());
+  CHECK(CacheConfig::default_dir().empty());
   setenv("CAUSAL_CONV1D_CACHE_DIR", "/some/where", 1);
-  CHECK(ImageCache::default_dir() == "/some/where");
+  CHECK(CacheConfig::default_dir() == "/some/where");
   unsetenv("CAUSAL_CONV1D_CACHE_DIR");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
-  CHECK(ImageCache::default_dir() == "/xdg/causal_conv1d");
+  CHECK(CacheConfig::default_dir() == "/xdg/causal-conv1d/kernels");
   unsetenv("XDG_CACHE_HOME");
-  CHECK(ImageCache::default_dir().find("/.cache/causal_conv1d") != std::string::npos);
+  CHECK(CacheConfig::default_dir() == std::string(getenv("HOME")) + "/.cache/causal-conv1d/kernels");
   ImageCache cache("");
   cache.store(key(), kernel());
   CompiledImage k;
