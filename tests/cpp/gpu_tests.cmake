@@ -47,7 +47,10 @@ cc1d_add_test(test_nvrtc_units SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_units.cpp
 cc1d_add_test(test_nvrtc_choice SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_choice.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_cache SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_cache.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_discovery SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_discovery.cpp LIBS cc1d_static)
-set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery PROPERTIES LABELS "nvrtc;asan")
+cc1d_add_test(test_cache_faults SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_faults.cpp LIBS cc1d_static)
+cc1d_add_test(test_cache_tiers SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_tiers.cpp LIBS cc1d_static)
+set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery test_cache_faults
+                     test_cache_tiers PROPERTIES LABELS "nvrtc;asan")
 target_compile_definitions(test_nvrtc_discovery PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
 add_dependencies(test_nvrtc_discovery ${CC1D_FAKE_TARGETS})
 

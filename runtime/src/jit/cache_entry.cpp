@@ -169,7 +169,12 @@ ReadResult read_entry_file(const std::string& path, bool root_ok, std::string* b
     return ReadResult::Bad;
   }
   const uint64_t len = get_uint(header, kLengthAt, 8);
-  if (len > kMaxEntryBytes || len != (uint64_t)st.st_size - kEntryHeaderBytes) {
+  if (len > kMaxEntryBytes) {
+    *why = "the header's payload length " + std::to_string(len) + " exceeds the limit of " +
+           std::to_string(kMaxEntryBytes) + " bytes";
+    return ReadResult::Bad;
+  }
+  if (len != (uint64_t)st.st_size - kEntryHeaderBytes) {
     *why = "file size " + std::to_string((long long)st.st_size) + " does not match the header's payload length " +
            std::to_string(len);
     return ReadResult::Bad;

@@ -87,7 +87,7 @@ double default_lock_timeout_s() {
   errno = 0;
   const double s = std::strtod(env, &end);
   if (end == env || *end != '\0' || errno != 0 || !std::isfinite(s) || s < 0) {
-    warn_once("cache-lock-timeout", "CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT='" + std::string(env) +
+    warn_once("cache-lock-timeout:" + std::string(env), "CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT='" + std::string(env) +
                                         "' is not a number of seconds >= 0; using " +
                                         std::to_string((int)kDefaultLockTimeoutS));
     return kDefaultLockTimeoutS;

@@ -57,7 +57,7 @@ uint64_t CacheConfig::default_max_bytes() {
   errno = 0;
   const unsigned long long mb = std::strtoull(env, nullptr, 10);
   if (v.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || mb > kMaxCacheMb) {
-    warn_once("cache-max-mb", "CAUSAL_CONV1D_CACHE_MAX_MB='" + v + "' is not a number of MiB from 0 (no cap) to " +
+    warn_once("cache-max-mb:" + v, "CAUSAL_CONV1D_CACHE_MAX_MB='" + v + "' is not a number of MiB from 0 (no cap) to " +
                                   std::to_string(kMaxCacheMb) + "; using the default, " +
                                   std::to_string(kDefaultCacheMaxBytes >> 20));
     return kDefaultCacheMaxBytes;
@@ -203,9 +203,13 @@ void ImageCache::remember(const std::string& digest, const CompiledImage& image)
   memory_[digest] = image;
 }
 
-bool ImageCache::load_local(const std::string& digest, CompiledImage* out, StatCounts* delta) {
+bool ImageCache::local_readable() {
   const Disk d = disk();
-  if (d != Disk::ReadOnly && d != Disk::Full && d != Disk::ReadWrite) return false;
+  return d == Disk::ReadOnly || d == Disk::Full || d == Disk::ReadWrite;
+}
+
+bool ImageCache::load_local(const std::string& digest, CompiledImage* out, StatCounts* delta) {
+  if (!local_readable()) return false;
   const std::string path = entries_dir() + "/" + digest + kEntrySuffix;
   std::string bytes, why;
   const ReadResult r = read_entry_file(path, false, &bytes, &why);
@@ -287,8 +291,9 @@ bool ImageCache::lookup(const std::string& digest, CompiledImage* out, std::stri
   } else {
     size_t i = 0;
     while (i < tiers_.size() && !load_tier(*tiers_[i], digest, out, delta)) ++i;
-    if (i == tiers_.size()) return false;
+    if (i == tiers_.size()) return false;  // the caller counts the miss (after waiting, maybe)
     ++tier_hits_;
+    if (local_readable()) ++(*delta)[kLocal]["misses"];
     if (origin) *origin = "tier " + tiers_[i]->root;
   }
   ++hits_;

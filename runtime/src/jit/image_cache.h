@@ -93,6 +93,7 @@ class ImageCache {
   void unavailable(const std::string& why);
   bool ensure_local_dir();
   bool tier_usable(Tier& tier);
+  bool local_readable();
   bool lookup(const std::string& digest, CompiledImage* out, std::string* origin, StatCounts* delta);
   bool load_local(const std::string& digest, CompiledImage* out, StatCounts* delta);
   bool load_tier(Tier& tier, const std::string& digest, CompiledImage* out, StatCounts* delta);
