@@ -183,6 +183,10 @@ std::string ImageCache::tier_problem(size_t i) {
 
 bool ImageCache::ensure_local_dir() {
   const Disk d = disk();
+  if (d == Disk::ReadOnly)
+    warn_once("cache-read-only:" + config_.dir, "kernel cache directory " + config_.dir + " is read-only: it serves the "
+              "kernels it holds, and new ones are kept in memory only for this process. Set "
+              "CAUSAL_CONV1D_CACHE_DIR to a writable directory to keep them");
   if (d != Disk::ReadWrite && d != Disk::Full) return false;
   if (!make_dirs(entries_dir(), config_.shared ? 0755 : 0700)) {
     unavailable("cannot create " + entries_dir() + ": " + std::strerror(errno));
