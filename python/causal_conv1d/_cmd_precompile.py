@@ -79,7 +79,8 @@ def cmd_precompile(args) -> int:
     t = manifest["totals"]
     print(f"{t['variants']} variants ({t['compiled']} compiled, {t['already_present']} already there), "
           f"{t['bytes'] / 1e6:.1f} MB, in {t['wall_s']:.1f} s on {t['jobs']} threads: "
-          f"{t['variants_per_s']:.2f} variants/s, {t['variants_per_s_per_core']:.2f} per core")
+          f"{t['variants_per_s']:.2f} variants/s, {t['variants_per_s_per_core']:.2f} per core "
+          f"({t['variants_per_cpu_s']:.2f} per CPU second)")
     print(f"manifest: {args.out}/manifest.json")
     print(f"GPU nodes with this image: CAUSAL_CONV1D_CACHE_PATH={args.out}")
     return 0
