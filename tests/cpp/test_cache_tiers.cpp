@@ -233,6 +233,22 @@ TEST_CASE("tiers: searched in order after the local cache, verified, copied into
   CHECK(s.at("local").at("misses") == 3);  // a, b (then the tiers), c
 }
 
+TEST_CASE("tiers: copies into the local cache respect its size cap") {
+  const std::string tier = fresh_dir("captier");
+  for (int i = 0; i < 3; ++i) ImageCache(tier).store(key(std::to_string(i)), random_kernel(40 * 1024, 33 + i));
+  CacheConfig cfg = local_and_tiers(fresh_dir("caplocal"), {tier});
+  cfg.max_bytes = 100 * 1024;
+  ImageCache cache(cfg);
+  CompiledImage got;
+  for (int i = 0; i < 3; ++i) REQUIRE(cache.load(key(std::to_string(i)), &got));
+  uint64_t bytes = 0;
+  for (const DirFile& f : list_dir(cache.entries_dir())) bytes += f.size;
+  CHECK(cache.stats().writes == 3);
+  CHECK(cache.stats().evictions == 1);
+  CHECK(bytes <= cfg.max_bytes);
+  CHECK(access(cache.entry_path(key("2")).c_str(), F_OK) == 0);  // the newest stays
+}
+
 TEST_CASE("tiers: a bad entry is skipped and reported, never deleted; the next tier serves") {
   const std::string t1 = fresh_dir("bad1"), t2 = fresh_dir("bad2");
   const CompiledImage good = random_kernel(3000, 30);

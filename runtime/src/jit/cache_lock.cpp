@@ -17,8 +17,6 @@ namespace cc1d {
 
 namespace {
 
-constexpr double kDefaultLockTimeoutS = 60;
-
 // The key's byte in compile.lock: 60 bits of its digest (offset 0 is never used).
 off_t lock_offset(const std::string& digest) {
   uint64_t v = 0;

@@ -39,8 +39,10 @@ class KeyLock {
   std::string why_;
 };
 
-// CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT in seconds (default 60; a bad value: the default and one
-// warning).
+constexpr double kDefaultLockTimeoutS = 60;
+
+// CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT in seconds (default kDefaultLockTimeoutS; a bad value: the
+// default and one warning).
 double default_lock_timeout_s();
 
 }  // namespace cc1d

@@ -12,7 +12,6 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "jit/cache_fs.h"
-#include "jit/cache_lock.h"
 
 namespace cc1d {
 
@@ -257,16 +256,7 @@ bool ImageCache::load_tier(Tier& t, const std::string& digest, CompiledImage* ou
   if (r == ReadResult::Ok && decode_cache_entry(bytes, digest, out, &why)) {
     ++t.hits;
     ++(*delta)[t.root]["hits"];
-    // Copied into the local cache: the next process on this machine reads its own disk.
-    if (ensure_local_dir()) {
-      const int err = write_file_atomic(entries_dir(), digest + kEntrySuffix, bytes, config_.shared ? 0644 : 0600);
-      if (err != 0) {
-        write_failed(err, entries_dir());
-      } else {
-        ++writes_;
-        ++(*delta)[kLocal]["writes"];
-      }
-    }
+    write_local(digest, bytes, delta);  // the next process on this machine reads its own disk
     return true;
   }
   ++t.corrupt;
@@ -332,32 +322,31 @@ void ImageCache::write_failed(int err, const std::string& path) {
   }
 }
 
-void ImageCache::store_disk(const CacheKey& key, const std::string& digest, const CompiledImage& image,
-                            StatCounts* delta) {
+void ImageCache::write_local(const std::string& digest, const std::string& bytes, StatCounts* delta) {
   if (!ensure_local_dir()) return;
   const std::string dir = entries_dir(), name = digest + kEntrySuffix;
-  const std::string bytes = encode_cache_entry(key, image);
   const mode_t mode = config_.shared ? 0644 : 0600;
+  auto evict = [&](const std::function<uint64_t(uint64_t)>& target) {
+    const Eviction ev = evict_lru(dir, target, name);
+    evictions_ += ev.evicted;
+    if (ev.evicted) (*delta)[kLocal]["evictions"] += ev.evicted;
+    return ev.evicted + ev.temps_removed;
+  };
   int err = write_file_atomic(dir, name, bytes, mode);
   if (err == ENOSPC || err == EDQUOT) {
     // Make room for twice this entry by evicting the least recently used, then try once more.
     const uint64_t need = 2 * bytes.size();
-    const Eviction ev = evict_lru(dir, [&](uint64_t total) { return total > need ? total - need : 0; }, name);
-    evictions_ += ev.evicted;
-    if (ev.evicted) (*delta)[kLocal]["evictions"] += ev.evicted;
-    if (ev.evicted + ev.temps_removed > 0) err = write_file_atomic(dir, name, bytes, mode);
+    if (evict([&](uint64_t total) { return total > need ? total - need : 0; }) > 0)
+      err = write_file_atomic(dir, name, bytes, mode);
   }
   if (err != 0) return write_failed(err, dir + "/" + name);
   ++writes_;
   ++(*delta)[kLocal]["writes"];
   Disk full = Disk::Full;
   disk_.compare_exchange_strong(full, Disk::ReadWrite);  // space again
-  if (config_.max_bytes == 0) return;
   const uint64_t cap = config_.max_bytes;
   // Down to 90% of the cap, so the next few writes do not each trigger a scan-and-delete.
-  const Eviction ev = evict_lru(dir, [&](uint64_t total) { return total > cap ? cap / 10 * 9 : total; }, name);
-  evictions_ += ev.evicted;
-  if (ev.evicted) (*delta)[kLocal]["evictions"] += ev.evicted;
+  if (cap != 0) evict([&](uint64_t total) { return total > cap ? cap / 10 * 9 : total; });
 }
 
 bool ImageCache::load(const CacheKey& key, CompiledImage* out, std::string* origin) {
@@ -376,7 +365,7 @@ void ImageCache::store(const CacheKey& key, const CompiledImage& kernel) {
   const std::string digest = key.digest();
   remember(digest, kernel);
   StatCounts delta;
-  store_disk(key, digest, kernel, &delta);
+  write_local(digest, encode_cache_entry(key, kernel), &delta);
   flush(delta);
 }
 
@@ -418,7 +407,7 @@ CompiledImage ImageCache::get_or_compile(const CacheKey& key, const std::functio
   image = compile();  // on a throw: nothing stored, the lock released, the miss not persisted
   if (!image.image.empty()) {
     remember(digest, image);
-    store_disk(key, digest, image, &delta);
+    write_local(digest, encode_cache_entry(key, image), &delta);
   }
   flush(delta);
   if (origin) *origin = "compiled";

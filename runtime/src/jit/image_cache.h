@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "jit/cache_entry.h"
+#include "jit/cache_lock.h"
 #include "jit/cache_stats.h"
 
 namespace cc1d {
@@ -37,7 +38,7 @@ struct CacheConfig {
   std::vector<std::string> tiers;      // read-only, searched in order after the local cache
   bool shared = false;                 // dirs 0755 and entries 0644 (precompile's output), else 0700/0600
   bool persist_stats = true;           // keep counters in dir/kernels-v3/stats
-  double lock_timeout_s = 60;
+  double lock_timeout_s = kDefaultLockTimeoutS;
 
   // CAUSAL_CONV1D_CACHE_DIR (or $XDG_CACHE_HOME/causal-conv1d/kernels, ~/.cache/...; "" when
   // "off" or no home is known), CAUSAL_CONV1D_CACHE_MAX_MB, CAUSAL_CONV1D_CACHE_PATH and
@@ -98,7 +99,9 @@ class ImageCache {
   bool load_local(const std::string& digest, CompiledImage* out, StatCounts* delta);
   bool load_tier(Tier& tier, const std::string& digest, CompiledImage* out, StatCounts* delta);
   void remember(const std::string& digest, const CompiledImage& image);
-  void store_disk(const CacheKey& key, const std::string& digest, const CompiledImage& image, StatCounts* delta);
+  // Writes an entry's bytes into the local cache: retried after eviction on a full disk, then
+  // the size cap enforced.
+  void write_local(const std::string& digest, const std::string& bytes, StatCounts* delta);
   void write_failed(int err, const std::string& path);
   void flush(const StatCounts& delta);
   Disk disk();

@@ -15,7 +15,6 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "jit/cache_fs.h"
-#include "jit/cache_lock.h"
 #include "jit/image_cache.h"
 #include "jit/kernel_source.h"
 #include "ops/op.h"
