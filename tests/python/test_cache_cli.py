@@ -3,6 +3,7 @@
 subprocess with its own cache directories. No GPU is needed; precompile needs an NVRTC (torch's
 CUDA wheel ships one)."""
 
+import ctypes
 import json
 import logging
 import os
@@ -171,3 +172,9 @@ def test_library_precompile_validates_before_compiling(tmp_path, lib):
     with pytest.raises(_lib.LibraryValueError, match="out_dir is required"):
         lib.precompile("")
     assert not (tmp_path / "o").exists()
+    out = ctypes.c_void_p()
+    assert lib.dll.cc1d_precompile(None, ctypes.byref(out)) == _lib.ERR_NULL_POINTER
+    assert lib.last_error() == "cc1d_precompile: args is NULL" and out.value is None
+    assert lib.dll.cc1d_cache_command(9, ctypes.byref(out)) == _lib.ERR_INVALID_ARGUMENT
+    assert lib.last_error() == "cc1d_cache_command: command must be 0 (path) .. 4 (clear), got 9"
+    assert lib.dll.cc1d_cache_command(0, None) == _lib.ERR_NULL_POINTER

@@ -339,7 +339,8 @@ typedef struct cc1d_precompile_args {
   const int32_t* dtypes;    /* cc1d_dtype: the element types a variant may use (a variant naming
                                another is skipped); default fp32, fp16, bf16 */
   int32_t num_dtypes;
-  const int32_t* widths;    /* 1..CC1D_MAX_WIDTH; default all */
+  const int32_t* widths;    /* 1..CC1D_MAX_WIDTH (a variant's first integer template argument);
+                               default all */
   int32_t num_widths;
   int32_t driver_version;   /* the nodes' driver as cuDriverGetVersion gives it (12080 = CUDA 12.8);
                                0: a driver that runs the newest NVRTC found */
