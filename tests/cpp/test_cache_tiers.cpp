@@ -1,7 +1,8 @@
 // The kernel cache across processes (issue 12, §1, §2, §4): the per-key compile lock (processes,
 // threads, a hung holder, a killed holder), read-only tiers (order, copy into the local cache, a
-// bad entry skipped and kept), the persistent counters, and the cache commands (path, stats,
-// list, verify, clear). No NVRTC is needed: "compiles" are functions that count themselves.
+// bad entry skipped and kept), the persistent counters, the cache commands (path, stats, list,
+// verify, clear), and precompile's variant filter over every op's kernel list. No NVRTC is
+// needed: "compiles" are functions that count themselves.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -22,6 +23,8 @@
 #include "jit/cache_fs.h"
 #include "jit/cache_lock.h"
 #include "jit/cache_stats.h"
+#include "jit/precompile.h"
+#include "ops/op.h"
 
 using namespace cc1d;
 using namespace cache_test;
@@ -341,4 +344,36 @@ TEST_CASE("cache commands: path, stats, list, verify and clear") {
   CHECK(list_dir(cache.entries_dir()).empty());
   CHECK(access(tier_bad.c_str(), F_OK) == 0);
   CHECK_THROWS_WITH_AS(cache_command_json(7), "cc1d_cache_command: command must be 0 (path) .. 4 (clear), got 7", Error);
+}
+
+TEST_CASE("precompile's filters partition every op's variants by width and by element types") {
+  // The convention the filters read (element types first, then the width, as the first integer
+  // template argument) must hold for every op, including ops added later.
+  for (const OpEntry* op : all_ops()) {
+    if (op->kernels == nullptr) continue;
+    CAPTURE(op->name);
+    const std::vector<std::string> all = op->kernels();
+    size_t by_width = 0;
+    for (int w = 1; w <= CC1D_MAX_WIDTH; ++w) {
+      const auto some = filter_variants(all, {}, {w});
+      CHECK_FALSE(some.empty());
+      for (const std::string& k : some) CHECK(k.find(", " + std::to_string(w)) != std::string::npos);
+      by_width += some.size();
+    }
+    CHECK(by_width == all.size());
+    const cc1d_dtype types[] = {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16};
+    size_t single = 0;
+    for (cc1d_dtype d : types) {
+      const auto some = filter_variants(all, {d}, {});
+      CHECK_FALSE(some.empty());
+      for (const std::string& k : some)
+        for (cc1d_dtype other : types)
+          if (other != d) CHECK(k.find(kernel_type_name(other)) == std::string::npos);
+      single += some.size();
+    }
+    // Every variant uses one or two of the three types: the single-type ones, plus the pairs.
+    CHECK(filter_variants(all, {types[0], types[1], types[2]}, {}).size() == all.size());
+    CHECK(single < all.size());
+    CHECK(filter_variants(all, {}, {}) == all);
+  }
 }
