@@ -36,6 +36,7 @@ bench: setup
 	cmake --build $(BUILD) -j $(JOBS)
 	$(BUILD)/bench/bench_compile
 	$(BUILD)/bench/bench_overhead
+	$(BUILD)/bench/bench_cache_load
 
 clean:
 	rm -rf build

@@ -15,31 +15,12 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_tensor.h"
 #include "cc1d/cc1d.h"
 #include "ops/fwd/fwd_op.h"
 #include "ops/fwd/fwd_op.h"
 
 namespace {
-
-struct Tensor {
-  std::vector<float> data;
-  cc1d_tensor t{};
-  Tensor(int device, std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    data.assign((size_t)n, 0.5f);
-    t.data = data.data();
-    t.dtype = CC1D_FLOAT32;
-    t.device_type = device;
-    t.ndim = (int32_t)shape.size();
-    int64_t stride = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      t.shape[i] = shape[i];
-      t.strides[i] = stride;
-      stride *= shape[i];
-    }
-  }
-};
 
 // Median over `rounds` of the mean per-call time of `iters` calls, in microseconds.
 template <typename F>
@@ -56,7 +37,7 @@ double time_us(F&& f, int iters = 20000, int rounds = 7) {
 }
 
 double run_backend(int backend, int device, void* stream) {
-  Tensor x(device, {1, 8, 16}), w(device, {8, 4}), b(device, {8}), out(device, {1, 8, 16});
+  BenchTensor x(device, {1, 8, 16}), w(device, {8, 4}), b(device, {8}), out(device, {1, 8, 16});
   cc1d_fwd_args a{};
   a.struct_size = sizeof a;
   a.x = &x.t;

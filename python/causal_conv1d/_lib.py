@@ -73,6 +73,9 @@ BACKEND_NAMES = {v: k for k, v in BACKEND_IDS.items()}
 # cc1d_op, by name (cc1d_op_name must agree)
 OP_IDS = {"fwd": 0, "update": 1}
 
+# cc1d_cache_cmd, by name
+CACHE_COMMANDS = {"path": 0, "stats": 1, "list": 2, "verify": 3, "clear": 4}
+
 # cc1d_source
 SOURCE_NAMES = {0: "argument", 1: "CAUSAL_CONV1D_BACKEND", 2: "default"}
 
@@ -120,6 +123,25 @@ class CPlan(ctypes.Structure):
         ("strict", ctypes.c_int32),
         ("count", ctypes.c_int32),
         ("candidates", CCandidate * MAX_BACKENDS),
+    ]
+
+
+_I32P = ctypes.POINTER(ctypes.c_int32)
+
+
+class CPrecompileArgs(ctypes.Structure):
+    """struct cc1d_precompile_args."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("out_dir", ctypes.c_char_p),
+        ("archs", _I32P), ("num_archs", ctypes.c_int32),
+        ("ops", _I32P), ("num_ops", ctypes.c_int32),
+        ("dtypes", _I32P), ("num_dtypes", ctypes.c_int32),
+        ("widths", _I32P), ("num_widths", ctypes.c_int32),
+        ("driver_version", ctypes.c_int32),
+        ("torch_cuda_major", ctypes.c_int32),
+        ("jobs", ctypes.c_int32),
     ]
 
 
@@ -272,6 +294,9 @@ class Library:
             "cc1d_get_log_level": (ctypes.c_int32, []),
             "cc1d_set_torch_info": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]),
             "cc1d_report": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+            "cc1d_cache_command": (ctypes.c_int, [ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)]),
+            "cc1d_precompile": (ctypes.c_int, [ctypes.POINTER(CPrecompileArgs), ctypes.POINTER(ctypes.c_void_p)]),
+            "cc1d_free": (None, [ctypes.c_void_p]),
         }
         for name, (restype, argtypes) in sig.items():
             f = getattr(d, name)  # AttributeError: not a usable libcc1d
@@ -362,6 +387,41 @@ class Library:
             return json.loads(text)
         except ValueError as e:
             return {"unparsed_report": text, "json_error": str(e)}
+
+    def _json_result(self, status: int, out: ctypes.c_void_p, what: str) -> dict:
+        """The JSON text libcc1d returned in `out` (released here), or the error raised."""
+        try:
+            self.raise_for(status, what)
+            return json.loads(ctypes.string_at(out.value).decode("utf-8", "replace"))
+        finally:
+            if out.value:
+                self._dll.cc1d_free(out)
+
+    def cache_command(self, command: str) -> dict:
+        """cc1d_cache_command: "path", "stats", "list", "verify" or "clear" on the kernel cache the
+        environment configures (CAUSAL_CONV1D_CACHE_DIR, CAUSAL_CONV1D_CACHE_PATH)."""
+        out = ctypes.c_void_p()
+        status = int(self._dll.cc1d_cache_command(CACHE_COMMANDS[command], ctypes.byref(out)))
+        return self._json_result(status, out, "cc1d_cache_command")
+
+    def precompile(self, out_dir: str, *, archs: Sequence[int] = (), ops: Sequence[int] = (),
+                   dtypes: Sequence[int] = (), widths: Sequence[int] = (), driver_version: int = 0,
+                   torch_cuda_major: int = 0, jobs: int = 0) -> dict:
+        """cc1d_precompile (ids and codes as in cc1d.h; empty lists mean the defaults); returns the
+        manifest. The GIL is released while it compiles."""
+        a = CPrecompileArgs()
+        a.struct_size = ctypes.sizeof(CPrecompileArgs)
+        a.out_dir = os.fsencode(out_dir)
+        keep = []
+        for name, values in (("archs", archs), ("ops", ops), ("dtypes", dtypes), ("widths", widths)):
+            arr = (ctypes.c_int32 * len(values))(*values)
+            keep.append(arr)
+            setattr(a, name, ctypes.cast(arr, _I32P) if len(values) else None)
+            setattr(a, "num_" + name, len(values))
+        a.driver_version, a.torch_cuda_major, a.jobs = driver_version, torch_cuda_major, jobs
+        out = ctypes.c_void_p()
+        status = int(self._dll.cc1d_precompile(ctypes.byref(a), ctypes.byref(out)))
+        return self._json_result(status, out, "cc1d_precompile")
 
     def set_torch_info(self, torch_version: Optional[str], torch_cuda: Optional[str], cxx11_abi: int) -> None:
         enc = (lambda s: None if s is None else str(s).encode("utf-8"))

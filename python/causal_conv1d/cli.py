@@ -10,6 +10,8 @@ import sys
 import time
 from typing import Optional, Sequence
 
+from . import _cmd_cache, _cmd_precompile
+
 
 def _torch_facts() -> dict:
     import torch
@@ -152,6 +154,8 @@ def make_parser() -> argparse.ArgumentParser:
     d.add_argument("--runs", type=int, default=5)
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(func=cmd_demo)
+    _cmd_precompile.register(sub)
+    _cmd_cache.register(sub)
     return p
 
 

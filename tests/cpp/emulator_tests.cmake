@@ -56,15 +56,21 @@ cc1d_emulator_labels(test_fake_driver)
 # End-to-end: the real nvrtc backend of the shared libcc1d (C ABI only) on the fake driver.
 # Exits 77 — reported by ctest as skipped, never as passed — when this machine has no NVRTC.
 add_executable(test_fake_driver_e2e ${CC1D_EMU_TEST_DIR}/test_fake_driver_e2e.cpp
-               ${CC1D_EMU_TEST_DIR}/test_fake_driver_e2e_child.cpp)
+               ${CC1D_EMU_TEST_DIR}/test_fake_driver_e2e_child.cpp ${CC1D_EMU_TEST_DIR}/e2e_spawn.cpp
+               ${CC1D_EMU_TEST_DIR}/test_cache_fleet.cpp)
 target_link_libraries(test_fake_driver_e2e PRIVATE doctest::doctest cc1d ${CMAKE_DL_LIBS})
 target_include_directories(test_fake_driver_e2e PRIVATE ${CC1D_EMU_TEST_DIR} ${cc1d_SOURCE_DIR}
                            ${cc1d_SOURCE_DIR}/runtime/include)
 target_compile_definitions(test_fake_driver_e2e PRIVATE CC1D_FAKE_DRIVER_PATH="${CC1D_FAKE_DRIVER_PATH}")
 add_dependencies(test_fake_driver_e2e cc1d_fake_cuda)
-add_test(NAME test_fake_driver_e2e COMMAND test_fake_driver_e2e)
+add_test(NAME test_fake_driver_e2e COMMAND test_fake_driver_e2e "--test-case-exclude=fleet:*")
 set_tests_properties(test_fake_driver_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 cc1d_emulator_labels(test_fake_driver_e2e)
+# The kernel cache as a fleet uses it (test_cache_fleet.cpp): 32 processes on a cold cache
+# compile once; precompile's output serves a node as its only tier.
+add_test(NAME test_cache_fleet COMMAND test_fake_driver_e2e "--test-case=fleet:*")
+set_tests_properties(test_cache_fleet PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS emulator
+                     PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
 
 # The fake driver with real NVRTC cubins and PTX (every lowered name of all 144 variants).
 # Exits 77 — skipped, never passed — without an NVRTC.

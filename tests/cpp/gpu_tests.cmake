@@ -47,9 +47,22 @@ cc1d_add_test(test_nvrtc_units SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_units.cpp
 cc1d_add_test(test_nvrtc_choice SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_choice.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_cache SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_cache.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_discovery SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_discovery.cpp LIBS cc1d_static)
-set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery PROPERTIES LABELS "nvrtc;asan")
+cc1d_add_test(test_cache_faults SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_faults.cpp LIBS cc1d_static)
+cc1d_add_test(test_cache_tiers SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_tiers.cpp LIBS cc1d_static)
+set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery test_cache_faults
+                     test_cache_tiers PROPERTIES LABELS "nvrtc;asan")
 target_compile_definitions(test_nvrtc_discovery PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
 add_dependencies(test_nvrtc_discovery ${CC1D_FAKE_TARGETS})
+
+# Ownership (chown) and full/read-only file systems (a tmpfs in a private mount namespace):
+# root only. Own main(): exits 77 (skipped) without root, or without the right to mount.
+add_executable(test_cache_root ${CC1D_GPU_TEST_DIR}/test_cache_root.cpp)
+target_link_libraries(test_cache_root PRIVATE doctest::doctest cc1d_static)
+target_include_directories(test_cache_root PRIVATE ${CC1D_GPU_TEST_DIR} ${PROJECT_SOURCE_DIR})
+add_test(NAME test_cache_root.owner COMMAND test_cache_root)
+add_test(NAME test_cache_root.mount COMMAND test_cache_root --mount)
+set_tests_properties(test_cache_root.owner test_cache_root.mount PROPERTIES SKIP_RETURN_CODE 77 LABELS "nvrtc;asan"
+                     PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
 
 # ---- real NVRTC: every variant for sm_90, a representative set for every supported SM ------
 # Own main(): exits 77 (skipped) when no NVRTC exists at all.

@@ -9,106 +9,17 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
-#include <utility>
-#include <vector>
 
+#include "e2e_spawn.h"
 #include "test_fake_driver_e2e.h"
 
 namespace fs = std::filesystem;
-using Env = std::vector<std::pair<std::string, std::string>>;
 
 namespace {
-
-struct Child {
-  int exit_code = -1;
-  std::string out, err;
-  // The value after "KEY " on the first line starting with it ("" if none).
-  std::string line(const std::string& key) const {
-    std::istringstream in(out);
-    for (std::string l; std::getline(in, l);)
-      if (l.compare(0, key.size() + 1, key + " ") == 0) return l.substr(key.size() + 1);
-    return "";
-  }
-  int count(const std::string& prefix) const {
-    int n = 0;
-    std::istringstream in(out);
-    for (std::string l; std::getline(in, l);) n += l.compare(0, prefix.size(), prefix) == 0;
-    return n;
-  }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string g_self;
-
-// Runs this binary with --child <scenario>; `env` is applied on top of the fake's defaults
-// (an empty value unsets).
-Child spawn(const std::string& scenario, const Env& env) {
-  const fs::path dir = fs::temp_directory_path();
-  std::string out_path = (dir / "cc1d_e2e_outXXXXXX").string(), err_path = (dir / "cc1d_e2e_errXXXXXX").string();
-  const int ofd = mkstemp(&out_path[0]);
-  const int efd = mkstemp(&err_path[0]);
-  if (ofd < 0 || efd < 0) {  // also used from main(), outside any test case: no REQUIRE here
-    Child failed;
-    failed.err = "cannot create temporary files in " + dir.string();
-    return failed;
-  }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    for (const char* k : {"CC1D_FAKE_SM", "CC1D_FAKE_DEVICE_COUNT", "CC1D_FAKE_DRIVER_VERSION", "CC1D_FAKE_FAULT",
-                          "CC1D_FAKE_DEVICES", "CC1D_FAKE_INIT_RESULT", "CC1D_FAKE_LAUNCH_RESULT", "CC1D_FAKE_EXECUTE",
-                          "CAUSAL_CONV1D_BACKEND", "CAUSAL_CONV1D_STRICT", "CAUSAL_CONV1D_NVRTC"})
-      unsetenv(k);
-    setenv("CAUSAL_CONV1D_CUDA_DRIVER", CC1D_FAKE_DRIVER_PATH, 1);
-    setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
-    setenv("CAUSAL_CONV1D_LOG_LEVEL", "info", 1);
-    for (const auto& kv : env) kv.second.empty() ? unsetenv(kv.first.c_str()) : setenv(kv.first.c_str(), kv.second.c_str(), 1);
-    dup2(ofd, 1);
-    dup2(efd, 2);
-    execl(g_self.c_str(), g_self.c_str(), "--child", scenario.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  close(ofd);
-  close(efd);
-  Child c;
-  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  c.out = slurp(out_path);
-  c.err = slurp(err_path);
-  unlink(out_path.c_str());
-  unlink(err_path.c_str());
-  return c;
-}
-
-struct CacheDir {
-  std::string path;
-  CacheDir() {
-    path = (fs::temp_directory_path() / "cc1d_e2e_cacheXXXXXX").string();
-    REQUIRE(mkdtemp(&path[0]) != nullptr);
-  }
-  ~CacheDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::string explain(const Child& c) { return "exit " + std::to_string(c.exit_code) + "\nstdout:\n" + c.out + "\nstderr:\n" + c.err; }
 
 int g_min_nvrtc_major = 0;  // smallest CUDA major among the usable NVRTCs
 

@@ -2,9 +2,11 @@
 // Each uses only libcc1d's C ABI on "CUDA" tensors (host memory: the fake driver's device
 // memory), with the nvrtc backend, and prints what the parent checks as "KEY value" lines.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "test_fake_driver_e2e.h"
@@ -212,6 +214,9 @@ int scenario_fwd(bool all) {
 }  // namespace
 
 int e2e_child_main(const char* scenario) {
+  // CC1D_TEST_START_FILE: wait for it to appear, so that many children start together.
+  if (const char* go = std::getenv("CC1D_TEST_START_FILE"))
+    for (int i = 0; i < 60000 && access(go, F_OK) != 0; ++i) usleep(1000);
   const std::string s = scenario;
   if (s == "report") {
     print_report();

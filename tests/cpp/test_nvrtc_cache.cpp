@@ -2,36 +2,25 @@
 // processes), an unwritable directory, and the LRU size cap. No NVRTC is needed: entries hold
 // made-up images.
 #include <doctest/doctest.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cache_test_util.h"
 #include "cc1d/cc1d.h"
+#include "jit/cache_fs.h"
 #include "jit/image_cache.h"
 
 using namespace cc1d;
+using namespace cache_test;
 
 namespace {
-
-std::string fresh_dir(const char* tag) {
-  char tmpl[] = "/tmp/cc1d_cache_test_XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  return std::string(d) + "/" + tag;
-}
-
-CacheKey key(const std::string& variant = "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>") {
-  return CacheKey{"srchash", variant, "sm_90", "NVRTC 13.0", {"-arch=sm_90", "-std=c++17"}, CC1D_ABI_VERSION};
-}
 
 const char kImage[] = "\x7f" "ELF fake image bytes\0\1\2";
 
@@ -43,26 +32,8 @@ CompiledImage kernel(const std::string& image = std::string(kImage, sizeof kImag
   return k;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
-
-int count_files(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name) != "." && std::string(e->d_name) != "..";  // temp files too
-    closedir(d);
-  }
-  return n;
-}
+// Entries and temp files (not the lock and stats files).
+int count_files(const std::string& dir) { return (int)list_dir(dir).size(); }
 
 std::string parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
@@ -131,12 +102,15 @@ TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten")
   bad_magic[0] = 'X';
   std::string bad_len = good;
   bad_len[16] ^= 1;
+  std::string reserved = good;  // header bytes 56..63: not covered by the checksum
+  reserved[60] = 1;
   const std::vector<Damage> damages = {{"flipped payload byte", flipped},
                                        {"truncated payload", good.substr(0, good.size() - 5)},
                                        {"truncated header", good.substr(0, 20)},
                                        {"empty file", ""},
                                        {"bad magic", bad_magic},
                                        {"bad length", bad_len},
+                                       {"reserved header byte", reserved},
                                        {"appended garbage", good + "junk"}};
   for (const Damage& d : damages) {
     INFO(d.what);
@@ -160,7 +134,7 @@ TEST_CASE("corrupt and truncated entries are ignored, counted, and overwritten")
 
 TEST_CASE("encode/decode reject every malformed input") {
   const std::string d = key().digest();
-  const std::string e = encode_cache_entry(d, kernel());
+  const std::string e = encode_cache_entry(key(), kernel());
   CompiledImage k;
   std::string why;
   CHECK(decode_cache_entry(e, d, &k, &why));
@@ -170,6 +144,18 @@ TEST_CASE("encode/decode reject every malformed input") {
   }
   CHECK_FALSE(decode_cache_entry(e, key("x").digest(), &k, &why));
   CHECK(why == "entry belongs to another key");
+  for (size_t at = 56; at < 64; ++at) {
+    std::string r = e;
+    r[at] = '\x80';
+    CHECK_FALSE(decode_cache_entry(r, d, &k, &why));
+    CHECK(why == "reserved header bytes 56..63 are not zero");
+  }
+  EntryMeta meta;
+  REQUIRE(decode_cache_entry(e, d, &k, &why, &meta));
+  CHECK(meta.name_expression == key().name_expression);
+  CHECK(meta.compiler == "NVRTC 13.0");
+  CHECK(meta.digest == d);
+  CHECK(meta.image_bytes == kernel().image.size());
 }
 
 TEST_CASE("failed compiles (empty images) are never stored") {
@@ -242,26 +228,26 @@ TEST_CASE("an unwritable directory degrades to memory-only") {
   spit(base, "a file, not a directory");
   ImageCache cache(base + "/cache");
   cache.store(key(), kernel());
-  CHECK_FALSE(cache.disk_writable());
+  CHECK(cache.state() == "unavailable");
   CHECK(cache.stats().errors == 1);
   CompiledImage k;
   CHECK(cache.load(key(), &k));  // still served from memory
   CHECK(k.image == kernel().image);
   cache.store(key("second"), kernel());  // no second attempt, no second error
   CHECK(cache.stats().errors == 1);
-  CHECK(cache.report_json().find("\"disk\": \"read-only\"") != std::string::npos);
+  CHECK(cache.report_json().find("\"disk\": \"unavailable\"") != std::string::npos);
 }
 
 TEST_CASE("the disk cache can be turned off") {
   setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
-  CHECK(ImageCache::default_dir().empty());
+  CHECK(CacheConfig::default_dir().empty());
   setenv("CAUSAL_CONV1D_CACHE_DIR", "/some/where", 1);
-  CHECK(ImageCache::default_dir() == "/some/where");
+  CHECK(CacheConfig::default_dir() == "/some/where");
   unsetenv("CAUSAL_CONV1D_CACHE_DIR");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
-  CHECK(ImageCache::default_dir() == "/xdg/causal_conv1d");
+  CHECK(CacheConfig::default_dir() == "/xdg/causal-conv1d/kernels");
   unsetenv("XDG_CACHE_HOME");
-  CHECK(ImageCache::default_dir().find("/.cache/causal_conv1d") != std::string::npos);
+  CHECK(CacheConfig::default_dir() == std::string(getenv("HOME")) + "/.cache/causal-conv1d/kernels");
   ImageCache cache("");
   cache.store(key(), kernel());
   CompiledImage k;

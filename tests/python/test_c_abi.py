@@ -416,6 +416,8 @@ def test_python_constants_match_the_header():
         _lib.BACKEND_IDS
     assert {k[len("CC1D_OP_"):].lower(): v for k, v in h.items() if k.startswith("CC1D_OP_")} == _lib.OP_IDS
     assert (h["CC1D_ACT_NONE"], h["CC1D_ACT_SILU"]) == (_lib.ACT_NONE, _lib.ACT_SILU)
+    assert {k[len("CC1D_CACHE_"):].lower(): v for k, v in h.items() if k.startswith("CC1D_CACHE_")} == \
+        _lib.CACHE_COMMANDS
     assert sorted(v for k, v in h.items() if k.startswith("CC1D_SOURCE_")) == sorted(_lib.SOURCE_NAMES)
     assert sorted(v for k, v in h.items() if k.startswith("CC1D_LOG_")) == sorted(_lib.LOG_LEVELS)
 

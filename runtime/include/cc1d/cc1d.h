@@ -56,13 +56,42 @@
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).
  *  - CAUSAL_CONV1D_CUDA_DRIVER path of the libcuda to load instead of libcuda.so.1 (tests).
  *  - CAUSAL_CONV1D_KERNEL_DIR  directory of kernel sources used instead of the embedded ones.
- *  - CAUSAL_CONV1D_CACHE_DIR   compiled-kernel cache directory (default $XDG_CACHE_HOME or
- *                              ~/.cache, then /causal_conv1d); "off" disables the disk cache.
- *  - CAUSAL_CONV1D_CACHE_MAX_MB size cap of the disk cache in MiB (default 256, 0 = none);
- *                              the least recently used entries are removed first.
+ *  - CAUSAL_CONV1D_CACHE_DIR   the local compiled-kernel cache (default $XDG_CACHE_HOME or
+ *                              ~/.cache, then /causal-conv1d/kernels); "off" disables it. See
+ *                              "Kernel cache" below.
+ *  - CAUSAL_CONV1D_CACHE_MAX_MB size cap of the local cache in MiB (default 256, 0 = none,
+ *                              digits only, at most 2^44-1); the least recently used entries
+ *                              are removed first. A bad value: one warning, and the default.
+ *  - CAUSAL_CONV1D_CACHE_PATH  colon-separated read-only tiers searched after the local cache
+ *                              (absolute paths, e.g. the output of cc1d_precompile).
+ *  - CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT seconds a process waits for another that compiles the
+ *                              same kernel (default 60) before compiling it itself.
  *  - CAUSAL_CONV1D_EMULATE_CHECK 1: the emulate backend runs each launch twice (natural, then
  *                              shuffled thread order between barriers) and fails on a difference.
  *  - CAUSAL_CONV1D_EMULATE_SEED  seed of that shuffled order, to reproduce a reported mismatch.
+ *
+ * Kernel cache (the nvrtc backend's compiled kernels; cc1d_cache_command, cc1d_precompile)
+ *  - Lookup: memory, then the local cache <dir>/kernels-v3/<sha256 key>.cc1dbin, then each tier
+ *    of CAUSAL_CONV1D_CACHE_PATH (<tier>/kernels-v3/...). A tier hit is copied into the local
+ *    cache. The key covers the kernel sources, the variant, the target (sm_XY / compute_XY),
+ *    the compiler and its version, the options and the ABI.
+ *  - Compile once: a process that misses takes a per-key lock (an OFD lock on one byte of
+ *    <dir>/kernels-v3/compile.lock), looks again, compiles and stores; the others wait, then
+ *    load its entry. The lock of a process that dies is released by the kernel; a holder that
+ *    keeps it past CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT is bypassed (the waiter compiles too).
+ *  - Integrity: each entry carries a header (every byte checked) and a SHA-256 of its payload,
+ *    which names its own key; it is opened without blocking, must be a regular file, and is
+ *    read up to the size its header gives. Writes go through a locked temp file, fsync and
+ *    rename. A bad local entry is ignored and rebuilt; a bad tier entry is skipped, counted
+ *    and reported, never deleted. A failed compile is never stored.
+ *  - Trust (whatever is in the cache becomes code on the GPU): the local directory is created
+ *    0700 and its entries 0600; an existing one owned by another user, or writable by its
+ *    group or others, is not used (one warning says why and how to fix it). A tier, and each
+ *    entry, must be owned by the user or root and writable by no one else. The checksum
+ *    guards against damage, not against a writer.
+ *  - Degradation: a directory that cannot be created or written, or a full disk (after
+ *    evicting old entries, retried at each later store), leaves compiled kernels in memory,
+ *    with one warning; cc1d_report says the true state.
  */
 #ifndef CC1D_CC1D_H
 #define CC1D_CC1D_H
@@ -287,6 +316,61 @@ CC1D_API int32_t cc1d_get_log_level(void);
  * any may be NULL). cxx11_abi: 1, 0, or -1 for unknown. */
 CC1D_API cc1d_status cc1d_set_torch_info(const char* torch_version, const char* torch_cuda_version,
                                          int32_t cxx11_abi);
+
+/* Kernel cache commands, for cc1d_cache_command. */
+typedef enum cc1d_cache_cmd {
+  CC1D_CACHE_PATH = 0,   /* where the local cache and each tier live, and their state */
+  CC1D_CACHE_STATS = 1,  /* entries, bytes, temp files; hits, misses, corrupt, writes, evictions */
+  CC1D_CACHE_LIST = 2,   /* every entry: key, file, bytes, mtime, kernel, target, compiler, ok */
+  CC1D_CACHE_VERIFY = 3, /* checks every entry; removes bad local ones (tiers: reported only) */
+  CC1D_CACHE_CLEAR = 4   /* removes every local entry (tiers are never written) */
+} cc1d_cache_cmd;
+
+/* Arguments of cc1d_precompile. Each list is a pointer and a count; NULL (or count 0) means
+ * the default. */
+typedef struct cc1d_precompile_args {
+  uint32_t struct_size;     /* sizeof(cc1d_precompile_args) */
+  const char* out_dir;      /* required; created (0755) if absent; must be owned by the user or
+                               root and writable by no one else, as a tier must */
+  const int32_t* archs;     /* SMs, e.g. 90 for sm_90; default 75, 80, 86, 89, 90, 100, 120 */
+  int32_t num_archs;
+  const int32_t* ops;       /* cc1d_op ids; default every op */
+  int32_t num_ops;
+  const int32_t* dtypes;    /* cc1d_dtype: the element types a variant may use (a variant naming
+                               another is skipped); default fp32, fp16, bf16 */
+  int32_t num_dtypes;
+  const int32_t* widths;    /* 1..CC1D_MAX_WIDTH (a variant's first integer template argument);
+                               default all */
+  int32_t num_widths;
+  int32_t driver_version;   /* the nodes' driver as cuDriverGetVersion gives it (12080 = CUDA 12.8);
+                               0: a driver that runs the newest NVRTC found */
+  int32_t torch_cuda_major; /* the CUDA major of the nodes' torch (NVRTC rule 2); 0: the torch of
+                               cc1d_set_torch_info, if any */
+  int32_t jobs;             /* compile threads; 0: one per core */
+} cc1d_precompile_args;
+
+/* Runs a kernel cache command (cc1d_cache_cmd) on the cache the environment configures
+ * (CAUSAL_CONV1D_CACHE_DIR, CAUSAL_CONV1D_CACHE_PATH) and sets *json to its result, a JSON
+ * object {"command", "local": {...}, "tiers": [{...}]} allocated by libcc1d: release it with
+ * cc1d_free. Needs no GPU and no NVRTC. */
+CC1D_API cc1d_status cc1d_cache_command(int32_t command, char** json);
+
+/* Compiles kernel variants for GPUs that are not here: for each arch, with the NVRTC, target
+ * and options a node with that arch, driver_version and torch would choose (the rules of
+ * cc1d_report's nvrtc_candidates, with no driver loaded), each requested op's variants that use
+ * only the requested dtypes and widths, in parallel, into out_dir/kernels-v3/ (entries 0644),
+ * skipping those already there. The directory is then usable by nodes as a read-only tier
+ * (CAUSAL_CONV1D_CACHE_PATH), provided they run the same libcc1d, kernel sources and NVRTC.
+ * Writes out_dir/manifest.json (NVRTC per arch, assumptions, every variant with its key, bytes
+ * and origin, totals with the throughput) and sets *manifest_json to the same text (release it
+ * with cc1d_free). Errors: CC1D_ERR_INVALID_ARGUMENT (a bad list value, an unusable out_dir),
+ * CC1D_ERR_BACKEND_UNAVAILABLE (no NVRTC), CC1D_ERR_UNSUPPORTED (an arch no NVRTC found can
+ * serve, with the reason), CC1D_ERR_COMPILE (after compiling all other variants: the failed
+ * ones are named, and listed under "errors" in the manifest). */
+CC1D_API cc1d_status cc1d_precompile(const cc1d_precompile_args* args, char** manifest_json);
+
+/* Releases a string that libcc1d allocated for the caller (NULL is fine). */
+CC1D_API void cc1d_free(void* p);
 
 /* Writes a JSON report (versions, torch facts, ops, devices, driver, NVRTC candidates with the
  * reason each was accepted or rejected, backend decisions, caches) into buf. If buf is too

@@ -1,203 +1,274 @@
 #include "jit/image_cache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
-#include "cc1d/cc1d.h"
 #include "core/json.h"
-#include "jit/hash.h"
 #include "core/log.h"
+#include "jit/cache_fs.h"
 
 namespace cc1d {
 
 namespace {
 
-constexpr char kMagic[8] = {'C', 'C', '1', 'D', 'K', 'R', 'N', '\0'};
-constexpr uint32_t kFormat = 2;
-constexpr size_t kHeaderSize = 64;  // magic 8 | format 4 | header size 4 | length 8 | sha256 32 | 0 8
-constexpr const char* kSuffix = ".cc1dbin";
-constexpr const char* kSubdir = "/kernels-v2";
-constexpr time_t kStaleTempSeconds = 3600;  // temp files of killed writers
+constexpr const char* kLocal = "local";  // the stats scope of the local cache
+constexpr uint64_t kMaxCacheMb = (~0ull >> 20);  // 2^44-1: the largest whose bytes fit in 64 bits
 
-void put_u32(std::string& s, uint32_t v) { for (int i = 0; i < 4; ++i) s += (char)(v >> (8 * i)); }
-void put_u64(std::string& s, uint64_t v) { for (int i = 0; i < 8; ++i) s += (char)(v >> (8 * i)); }
-uint64_t get_uint(const std::string& s, size_t off, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= (uint64_t)(unsigned char)s[off + i] << (8 * i);
-  return v;
-}
-
-bool make_dirs(const std::string& path) {
-  std::string cur;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      cur = path.substr(0, i);
-      if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
-    }
-  }
-  struct stat st{};
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
-bool read_file(const std::string& path, std::string* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[65536];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      ::close(fd);
-      return false;
-    }
-    if (r == 0) break;
-    out->append(buf, (size_t)r);
-  }
-  ::close(fd);
-  return true;
+const char* disk_name(int d) {
+  static const char* const names[] = {"off", "untrusted", "unavailable", "read-only", "full", "read-write"};
+  return names[d];
 }
 
 }  // namespace
 
-std::string CacheKey::digest() const {
-  Sha256 h;
-  h.update_field("cc1d-kernel-cache");
-  h.update_field(std::to_string(kFormat));
-  h.update_field(sources_hash);
-  h.update_field(name_expression);
-  h.update_field(target);
-  h.update_field(compiler);
-  h.update_field(std::to_string(options.size()));
-  for (const auto& o : options) h.update_field(o);
-  h.update_field(std::to_string(abi));
-  return h.hex_digest();
-}
+struct ImageCache::Tier {
+  std::string root, entries;
+  std::once_flag checked;
+  std::string problem;  // "" when usable
+  std::atomic<uint64_t> hits{0}, misses{0}, corrupt{0};
+};
 
-std::string encode_cache_entry(const std::string& digest, const CompiledImage& k) {
-  std::string payload;
-  put_u32(payload, (uint32_t)digest.size());
-  payload += digest;
-  put_u32(payload, (uint32_t)k.target.size());
-  payload += k.target;
-  put_u32(payload, (uint32_t)k.lowered_name.size());
-  payload += k.lowered_name;
-  put_u64(payload, k.image.size());
-  payload += k.image;
-  Sha256 h;
-  h.update(payload);
-  const auto sum = h.digest();
-  std::string out(kMagic, sizeof kMagic);
-  put_u32(out, kFormat);
-  put_u32(out, (uint32_t)kHeaderSize);
-  put_u64(out, payload.size());
-  out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
-  put_u64(out, 0);
-  return out + payload;
-}
+// ---- configuration from the environment ---------------------------------------------------
 
-bool decode_cache_entry(const std::string& b, const std::string& digest, CompiledImage* out,
-                        std::string* why) {
-  auto bad = [&](const std::string& w) {
-    if (why != nullptr) *why = w;
-    return false;
-  };
-  if (b.size() < kHeaderSize) return bad("truncated header (" + std::to_string(b.size()) + " bytes)");
-  if (std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) return bad("bad magic");
-  if (get_uint(b, 8, 4) != kFormat) return bad("format version " + std::to_string(get_uint(b, 8, 4)));
-  if (get_uint(b, 12, 4) != kHeaderSize) return bad("bad header size");
-  const uint64_t len = get_uint(b, 16, 8);
-  if (len != b.size() - kHeaderSize)
-    return bad("payload length " + std::to_string(b.size() - kHeaderSize) + ", header says " + std::to_string(len));
-  Sha256 h;
-  h.update(b.data() + kHeaderSize, len);
-  const auto sum = h.digest();
-  if (std::memcmp(sum.data(), b.data() + 24, 32) != 0) return bad("checksum mismatch");
-  // The payload is checksummed, so from here on only a foreign (well-formed) entry can fail.
-  size_t off = kHeaderSize;
-  auto need = [&](uint64_t n) { return off + n <= b.size(); };
-  if (!need(4)) return bad("short payload");
-  const uint64_t dlen = get_uint(b, off, 4);
-  off += 4;
-  if (!need(dlen) || b.compare(off, dlen, digest) != 0 || dlen != digest.size())
-    return bad("entry belongs to another key");
-  off += dlen;
-  if (!need(4)) return bad("short payload");
-  const uint64_t tlen = get_uint(b, off, 4);
-  off += 4;
-  if (!need(tlen + 4)) return bad("short payload");
-  out->target = b.substr(off, tlen);
-  off += tlen;
-  const uint64_t nlen = get_uint(b, off, 4);
-  off += 4;
-  if (!need(nlen + 8)) return bad("short payload");
-  out->lowered_name = b.substr(off, nlen);
-  off += nlen;
-  const uint64_t ilen = get_uint(b, off, 8);
-  off += 8;
-  if (ilen == 0 || off + ilen != b.size()) return bad("bad image length");
-  out->image = b.substr(off, ilen);
-  out->ms = 0;
-  return true;
-}
-
-ImageCache::ImageCache(std::string dir, uint64_t max_bytes)
-    : dir_(std::move(dir)), max_bytes_(max_bytes) {
-  if (dir_.empty()) writable_ = false;
-}
-
-std::string ImageCache::default_dir() {
+std::string CacheConfig::default_dir() {
   const char* env = std::getenv("CAUSAL_CONV1D_CACHE_DIR");
   if (env != nullptr && *env != '\0') return std::string(env) == "off" ? "" : std::string(env);
   const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/causal_conv1d";
+  if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/causal-conv1d/kernels";
   const char* home = std::getenv("HOME");
   if (home == nullptr || *home == '\0') {
     const passwd* pw = getpwuid(getuid());
     home = pw != nullptr ? pw->pw_dir : nullptr;
   }
-  return home != nullptr && *home != '\0' ? std::string(home) + "/.cache/causal_conv1d" : "";
+  return home != nullptr && *home != '\0' ? std::string(home) + "/.cache/causal-conv1d/kernels" : "";
 }
 
-uint64_t ImageCache::default_max_bytes() {
+uint64_t CacheConfig::default_max_bytes() {
   const char* env = std::getenv("CAUSAL_CONV1D_CACHE_MAX_MB");
   if (env == nullptr || *env == '\0') return kDefaultCacheMaxBytes;
-  char* end = nullptr;
-  const unsigned long long mb = std::strtoull(env, &end, 10);
-  if (end == env || *end != '\0') {
-    warn_once("cache-max-mb", "CAUSAL_CONV1D_CACHE_MAX_MB='" + std::string(env) +
-                                  "' is not a number of MB; using " + std::to_string(kDefaultCacheMaxBytes >> 20));
+  const std::string v = env;
+  errno = 0;
+  const unsigned long long mb = std::strtoull(env, nullptr, 10);
+  if (v.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || mb > kMaxCacheMb) {
+    warn_once("cache-max-mb:" + v, "CAUSAL_CONV1D_CACHE_MAX_MB='" + v + "' is not a number of MiB from 0 (no cap) to " +
+                                  std::to_string(kMaxCacheMb) + "; using the default, " +
+                                  std::to_string(kDefaultCacheMaxBytes >> 20));
     return kDefaultCacheMaxBytes;
   }
-  return mb << 20;
+  return (uint64_t)mb << 20;
+}
+
+std::vector<std::string> CacheConfig::default_tiers() {
+  std::vector<std::string> tiers;
+  const char* env = std::getenv("CAUSAL_CONV1D_CACHE_PATH");
+  const std::string v = env != nullptr ? env : "";
+  for (size_t start = 0; start <= v.size();) {
+    size_t end = v.find(':', start);
+    if (end == std::string::npos) end = v.size();
+    const std::string t = v.substr(start, end - start);
+    if (!t.empty() && t[0] != '/')
+      warn_once("cache-path:" + t, "CAUSAL_CONV1D_CACHE_PATH: '" + t + "' is not an absolute path; it is skipped");
+    else if (!t.empty())
+      tiers.push_back(t);
+    start = end + 1;
+  }
+  return tiers;
+}
+
+CacheConfig CacheConfig::from_env() {
+  CacheConfig c;
+  c.dir = default_dir();
+  c.max_bytes = default_max_bytes();
+  c.tiers = default_tiers();
+  c.lock_timeout_s = default_lock_timeout_s();
+  return c;
+}
+
+// ---- the cache ------------------------------------------------------------------------------
+
+ImageCache::ImageCache(CacheConfig config) : config_(std::move(config)) {
+  for (const std::string& root : config_.tiers) {
+    tiers_.push_back(std::make_unique<Tier>());
+    tiers_.back()->root = root;
+    tiers_.back()->entries = root + "/" + kEntriesSubdir;
+  }
+}
+
+ImageCache::ImageCache(std::string dir, uint64_t max_bytes) : ImageCache([&] {
+    CacheConfig c;
+    c.dir = std::move(dir);
+    c.max_bytes = max_bytes;
+    return c;
+  }()) {}
+
+ImageCache::~ImageCache() = default;
+
+std::string ImageCache::entries_dir() const {
+  return config_.dir.empty() ? "" : config_.dir + "/" + kEntriesSubdir;
 }
 
 std::string ImageCache::entry_path(const CacheKey& key) const {
-  return dir_.empty() ? "" : dir_ + kSubdir + "/" + key.digest() + kSuffix;
+  return config_.dir.empty() ? "" : entries_dir() + "/" + key.digest() + kEntrySuffix;
 }
 
-bool ImageCache::load(const CacheKey& key, CompiledImage* out) {
-  const std::string digest = key.digest();
+void ImageCache::untrusted(const std::string& dir, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    problem_ = dir + " " + why;
+  }
+  disk_ = Disk::Untrusted;
+  warn_once("cache-untrusted:" + dir,
+            "kernel cache directory " + dir + " " + why + "; it is not used, so kernels are compiled and kept in "
+            "memory only. Whatever is in a kernel cache runs on the GPU, so the directory must be yours and "
+            "writable by you alone: `chmod go-w` it (and `chown` it to you), or point CAUSAL_CONV1D_CACHE_DIR at "
+            "a directory of your own (or 'off')");
+}
+
+void ImageCache::unavailable(const std::string& why) {
+  ++errors_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    problem_ = why;
+  }
+  disk_ = Disk::Unavailable;
+  warn_once("cache-unavailable:" + config_.dir,
+            "kernel cache directory " + why + "; compiled kernels are kept in memory only for this process. "
+            "Set CAUSAL_CONV1D_CACHE_DIR to a writable directory, or to 'off' to silence this");
+}
+
+void ImageCache::open_local() {
+  if (config_.dir.empty()) return;  // Off
+  std::string why;
+  switch (check_dir(config_.dir, false, &why)) {
+    case DirCheck::Absent: disk_ = Disk::ReadWrite; return;  // created (private) by the first store
+    case DirCheck::Unreadable: return unavailable(config_.dir + " " + why);
+    case DirCheck::Untrusted: return untrusted(config_.dir, why);
+    case DirCheck::Ok: break;
+  }
+  switch (check_dir(entries_dir(), false, &why)) {
+    case DirCheck::Absent: break;
+    case DirCheck::Unreadable: return unavailable(entries_dir() + " " + why);
+    case DirCheck::Untrusted: return untrusted(entries_dir(), why);
+    case DirCheck::Ok: break;
+  }
+  const bool writable = faccessat(AT_FDCWD, config_.dir.c_str(), W_OK, AT_EACCESS) == 0 &&
+                        (faccessat(AT_FDCWD, entries_dir().c_str(), W_OK, AT_EACCESS) == 0 || errno == ENOENT);
+  disk_ = writable ? Disk::ReadWrite : Disk::ReadOnly;
+}
+
+ImageCache::Disk ImageCache::disk() {
+  std::call_once(open_once_, [this] { open_local(); });
+  return disk_.load();
+}
+
+std::string ImageCache::state() { return disk_name((int)disk()); }
+
+std::string ImageCache::problem() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return problem_;
+}
+
+std::string ImageCache::tier_problem(size_t i) {
+  Tier& t = *tiers_.at(i);
+  tier_usable(t);
+  return t.problem;
+}
+
+bool ImageCache::ensure_local_dir() {
+  const Disk d = disk();
+  if (d == Disk::ReadOnly)
+    warn_once("cache-read-only:" + config_.dir, "kernel cache directory " + config_.dir + " is read-only: it serves the "
+              "kernels it holds, and new ones are kept in memory only for this process. Set "
+              "CAUSAL_CONV1D_CACHE_DIR to a writable directory to keep them");
+  if (d != Disk::ReadWrite && d != Disk::Full) return false;
+  if (!make_dirs(entries_dir(), config_.shared ? 0755 : 0700)) {
+    unavailable("cannot create " + entries_dir() + ": " + std::strerror(errno));
+    return false;
+  }
+  // What is there now may not be what we made (a race with another creator).
+  for (const std::string& dir : {config_.dir, entries_dir()}) {
+    std::string why;
+    if (check_dir(dir, false, &why) == DirCheck::Ok) continue;
+    untrusted(dir, why);
+    return false;
+  }
+  return true;
+}
+
+void ImageCache::remember(const std::string& digest, const CompiledImage& image) {
+  std::lock_guard<std::mutex> lock(mu_);
+  memory_[digest] = image;
+}
+
+bool ImageCache::local_readable() {
+  const Disk d = disk();
+  return d == Disk::ReadOnly || d == Disk::Full || d == Disk::ReadWrite;
+}
+
+bool ImageCache::load_local(const std::string& digest, CompiledImage* out, StatCounts* delta) {
+  if (!local_readable()) return false;
+  const std::string path = entries_dir() + "/" + digest + kEntrySuffix;
+  std::string bytes, why;
+  const ReadResult r = read_entry_file(path, false, &bytes, &why);
+  if (r == ReadResult::Absent) return false;
+  if (r == ReadResult::Ok && decode_cache_entry(bytes, digest, out, &why)) {
+    utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // LRU: a hit is a use (fails harmlessly if read-only)
+    ++(*delta)[kLocal]["hits"];
+    return true;
+  }
+  ++corrupt_;
+  ++(*delta)[kLocal]["corrupt"];
+  logger().warn("ignoring bad kernel cache entry {} ({}); it will be rebuilt", path, why);
+  return false;
+}
+
+bool ImageCache::tier_usable(Tier& t) {
+  std::call_once(t.checked, [&] {
+    for (const std::string& d : {t.root, t.entries}) {
+      std::string why;
+      if (t.problem.empty() && check_dir(d, true, &why) != DirCheck::Ok) t.problem = d + " " + why;
+    }
+    if (!t.problem.empty())
+      logger().warn("read-only kernel cache tier {} (CAUSAL_CONV1D_CACHE_PATH): {}; it is skipped. A tier must be "
+                    "owned by root or by you and writable by no one else, and hold {}/ as `causal-conv1d "
+                    "precompile --out` writes it",
+                    t.root, t.problem, kEntriesSubdir);
+  });
+  return t.problem.empty();
+}
+
+bool ImageCache::load_tier(Tier& t, const std::string& digest, CompiledImage* out, StatCounts* delta) {
+  if (!tier_usable(t)) return false;
+  const std::string path = t.entries + "/" + digest + kEntrySuffix;
+  std::string bytes, why;
+  const ReadResult r = read_entry_file(path, true, &bytes, &why);
+  if (r == ReadResult::Absent) {
+    ++t.misses;
+    ++(*delta)[t.root]["misses"];
+    return false;
+  }
+  if (r == ReadResult::Ok && decode_cache_entry(bytes, digest, out, &why)) {
+    ++t.hits;
+    ++(*delta)[t.root]["hits"];
+    write_local(digest, bytes, delta);  // the next process on this machine reads its own disk
+    return true;
+  }
+  ++t.corrupt;
+  ++corrupt_;
+  ++(*delta)[t.root]["corrupt"];
+  logger().warn("skipping bad entry {} of the read-only kernel cache tier {} ({}); it is not deleted. "
+                "`causal-conv1d cache verify` lists every bad entry",
+                path, t.root, why);
+  return false;
+}
+
+bool ImageCache::lookup(const std::string& digest, CompiledImage* out, std::string* origin, StatCounts* delta) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memory_.find(digest);
@@ -205,149 +276,176 @@ bool ImageCache::load(const CacheKey& key, CompiledImage* out) {
       *out = it->second;
       ++hits_;
       ++memory_hits_;
+      if (origin) *origin = "memory cache";
       return true;
     }
   }
-  if (!dir_.empty() && load_disk(digest, out)) {
-    ++hits_;
-    std::lock_guard<std::mutex> lock(mu_);
-    memory_.emplace(digest, *out);
-    return true;
+  if (load_local(digest, out, delta)) {
+    if (origin) *origin = "disk cache";
+  } else {
+    size_t i = 0;
+    while (i < tiers_.size() && !load_tier(*tiers_[i], digest, out, delta)) ++i;
+    if (i == tiers_.size()) return false;  // the caller counts the miss (after waiting, maybe)
+    ++tier_hits_;
+    if (local_readable()) ++(*delta)[kLocal]["misses"];
+    if (origin) *origin = "tier " + tiers_[i]->root;
   }
-  ++misses_;
-  return false;
+  ++hits_;
+  remember(digest, *out);
+  return true;
 }
 
-bool ImageCache::load_disk(const std::string& digest, CompiledImage* out) {
-  const std::string path = dir_ + kSubdir + "/" + digest + kSuffix;
-  std::string bytes;
-  if (!read_file(path, &bytes)) return false;  // absent: a plain miss
-  std::string why;
-  if (!decode_cache_entry(bytes, digest, out, &why)) {
-    ++corrupt_;
-    logger().warn("ignoring corrupt kernel cache entry {} ({}); it will be rebuilt", path, why);
-    return false;
+void ImageCache::flush(const StatCounts& delta) {
+  if (!config_.persist_stats || delta.empty()) return;
+  const Disk d = disk();
+  if (d == Disk::ReadWrite || d == Disk::Full) add_persistent_stats(entries_dir(), delta);
+}
+
+void ImageCache::write_failed(int err, const std::string& path) {
+  ++errors_;
+  const std::string what = std::string(std::strerror(err));
+  if (err == EACCES || err == EPERM || err == EROFS) {
+    disk_ = Disk::ReadOnly;
+    warn_once("cache-read-only:" + config_.dir,
+              "kernel cache directory " + config_.dir + " is not writable (" + path + ": " + what +
+                  "); compiled kernels are kept in memory only for this process. Set CAUSAL_CONV1D_CACHE_DIR to "
+                  "a writable directory, or to 'off' to silence this");
+  } else if (err == ENOSPC || err == EDQUOT) {
+    disk_ = Disk::Full;
+    warn_once("cache-full:" + config_.dir,
+              "kernel cache directory " + config_.dir + " is full (" + what +
+                  ", even after evicting old entries); this kernel is kept in memory only, and later compiles "
+                  "try again. Free space there, lower CAUSAL_CONV1D_CACHE_MAX_MB, or move CAUSAL_CONV1D_CACHE_DIR");
+  } else {
+    warn_once("cache-write:" + config_.dir, "writing a kernel cache entry in " + path + " failed (" + what +
+                                                "); the kernel is kept in memory only, and later compiles try again");
   }
-  utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // LRU: a hit is a use (fails harmlessly if read-only)
-  return true;
+}
+
+void ImageCache::write_local(const std::string& digest, const std::string& bytes, StatCounts* delta) {
+  if (!ensure_local_dir()) return;
+  const std::string dir = entries_dir(), name = digest + kEntrySuffix;
+  const mode_t mode = config_.shared ? 0644 : 0600;
+  auto evict = [&](const std::function<uint64_t(uint64_t)>& target) {
+    const Eviction ev = evict_lru(dir, target, name);
+    evictions_ += ev.evicted;
+    if (ev.evicted) (*delta)[kLocal]["evictions"] += ev.evicted;
+    return ev.evicted + ev.temps_removed;
+  };
+  int err = write_file_atomic(dir, name, bytes, mode);
+  if (err == ENOSPC || err == EDQUOT) {
+    // Make room for twice this entry by evicting the least recently used, then try once more.
+    const uint64_t need = 2 * bytes.size();
+    if (evict([&](uint64_t total) { return total > need ? total - need : 0; }) > 0)
+      err = write_file_atomic(dir, name, bytes, mode);
+  }
+  if (err != 0) return write_failed(err, dir + "/" + name);
+  ++writes_;
+  ++(*delta)[kLocal]["writes"];
+  Disk full = Disk::Full;
+  disk_.compare_exchange_strong(full, Disk::ReadWrite);  // space again
+  const uint64_t cap = config_.max_bytes;
+  // Down to 90% of the cap, so the next few writes do not each trigger a scan-and-delete.
+  if (cap != 0) evict([&](uint64_t total) { return total > cap ? cap / 10 * 9 : total; });
+}
+
+bool ImageCache::load(const CacheKey& key, CompiledImage* out, std::string* origin) {
+  StatCounts delta;
+  const bool hit = lookup(key.digest(), out, origin, &delta);
+  if (!hit) {
+    ++misses_;
+    ++delta[kLocal]["misses"];
+  }
+  flush(delta);
+  return hit;
 }
 
 void ImageCache::store(const CacheKey& key, const CompiledImage& kernel) {
   if (kernel.image.empty()) return;  // never cache a failed/empty compile
   const std::string digest = key.digest();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    memory_[digest] = kernel;
-  }
-  if (!writable_.load()) return;
-  if (write_disk(digest, kernel)) {
-    ++writes_;
-    evict_if_needed(digest);
-  }
+  remember(digest, kernel);
+  StatCounts delta;
+  write_local(digest, encode_cache_entry(key, kernel), &delta);
+  flush(delta);
 }
 
-void ImageCache::disable_writes(const std::string& why) {
-  ++errors_;
-  if (writable_.exchange(false))
-    logger().warn("kernel cache directory {} is not writable ({}); compiled kernels are kept in "
-                  "memory only for this process. Set CAUSAL_CONV1D_CACHE_DIR to a writable "
-                  "directory, or to 'off' to silence this",
-                  dir_, why);
-}
-
-bool ImageCache::write_disk(const std::string& digest, const CompiledImage& kernel) {
-  const std::string sub = dir_ + kSubdir;
-  if (!make_dirs(sub)) {
-    disable_writes("cannot create " + sub + ": " + std::strerror(errno));
-    return false;
+CompiledImage ImageCache::get_or_compile(const CacheKey& key, const std::function<CompiledImage()>& compile,
+                                         std::string* origin) {
+  const std::string digest = key.digest();
+  StatCounts delta;
+  CompiledImage image;
+  if (lookup(digest, &image, origin, &delta)) {
+    flush(delta);
+    return image;
   }
-  // A unique temp file in the same directory, so the rename is atomic and never crosses
-  // file systems; a concurrent writer of the same key has its own temp file.
-  std::string tmp = sub + "/." + digest + ".tmp.XXXXXX";
-  const int fd = mkstemp(&tmp[0]);
-  if (fd < 0) {
-    disable_writes(std::string("cannot create a file there: ") + std::strerror(errno));
-    return false;
-  }
-  const std::string bytes = encode_cache_entry(digest, kernel);
-  bool ok = fchmod(fd, 0644) == 0 && write_all(fd, bytes.data(), bytes.size()) && fsync(fd) == 0;
-  int saved = errno;
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    saved = errno;
-  }
-  const std::string final_path = sub + "/" + digest + kSuffix;
-  if (ok && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    ok = false;
-    saved = errno;
-  }
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    disable_writes("writing " + final_path + ": " + std::strerror(saved));
-  }
-  return ok;
-}
-
-void ImageCache::evict_if_needed(const std::string& keep) {
-  const std::string sub = dir_ + kSubdir;
-  DIR* d = opendir(sub.c_str());
-  if (d == nullptr) return;
-  struct Entry {
-    timespec mtime;
-    uint64_t size;
-    std::string path;
-  };
-  std::vector<Entry> entries;
-  uint64_t total = 0;
-  const time_t now = time(nullptr);
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    const std::string path = sub + "/" + name;
-    struct stat st{};
-    if (name == "." || name == ".." || stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (name[0] == '.' && name.find(".tmp.") != std::string::npos) {
-      if (now - st.st_mtime > kStaleTempSeconds) ::unlink(path.c_str());  // a killed writer's
-      continue;
-    }
-    total += (uint64_t)st.st_size;
-    if (name.compare(0, keep.size(), keep) != 0) entries.push_back({st.st_mtim, (uint64_t)st.st_size, path});
-  }
-  closedir(d);
-  if (max_bytes_ == 0 || total <= max_bytes_) return;
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec : a.mtime.tv_nsec < b.mtime.tv_nsec;
-  });
-  // Down to 90% of the cap, so the next few writes do not each trigger a scan-and-delete.
-  const uint64_t target = max_bytes_ / 10 * 9;
-  for (const Entry& e : entries) {
-    if (total <= target) break;
-    if (::unlink(e.path.c_str()) == 0) {
-      total -= e.size;
-      ++evictions_;
+  std::unique_ptr<KeyLock> lock;
+  if (ensure_local_dir()) {
+    lock = std::make_unique<KeyLock>(entries_dir(), digest, config_.lock_timeout_s);
+    if (lock->waited()) ++lock_waits_;
+    if (lock->state() == KeyLock::State::Acquired) {
+      // Whoever held the lock, or finished just before we looked, has stored the entry.
+      if (load_local(digest, &image, &delta)) {
+        ++hits_;
+        remember(digest, image);
+        if (origin) *origin = "disk cache";
+        logger().info("kernel {} loaded from the cache after waiting {:.0f} ms for another process to compile it",
+                      key.name_expression, lock->waited_ms());
+        flush(delta);
+        return image;
+      }
+    } else if (lock->state() == KeyLock::State::TimedOut) {
+      ++lock_timeouts_;
+      logger().warn("another process has been compiling {} for {:.0f} s (CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT); "
+                    "compiling it here without waiting longer",
+                    key.name_expression, lock->waited_ms() / 1000);
+    } else {
+      logger().debug("compiling {} without the cross-process lock: {}", key.name_expression, lock->why());
     }
   }
+  ++misses_;
+  ++delta[kLocal]["misses"];
+  image = compile();  // on a throw: nothing stored, the lock released, the miss not persisted
+  if (!image.image.empty()) {
+    remember(digest, image);
+    write_local(digest, encode_cache_entry(key, image), &delta);
+  }
+  flush(delta);
+  if (origin) *origin = "compiled";
+  return image;
 }
 
 CacheStats ImageCache::stats() const {
   CacheStats s;
   s.hits = hits_;
   s.memory_hits = memory_hits_;
+  s.tier_hits = tier_hits_;
   s.misses = misses_;
   s.writes = writes_;
   s.errors = errors_;
   s.corrupt = corrupt_;
   s.evictions = evictions_;
+  s.lock_waits = lock_waits_;
+  s.lock_timeouts = lock_timeouts_;
   return s;
 }
 
-std::string ImageCache::report_json() const {
+std::string ImageCache::report_json() {
   const CacheStats s = stats();
-  return "{\"dir\": " + json_quote(dir_) + ", \"disk\": " +
-         (dir_.empty() ? "\"off\"" : writable_.load() ? "\"read-write\"" : "\"read-only\"") +
-         ", \"max_bytes\": " + std::to_string(max_bytes_) + ", \"hits\": " + std::to_string(s.hits) +
-         ", \"memory_hits\": " + std::to_string(s.memory_hits) + ", \"misses\": " + std::to_string(s.misses) +
-         ", \"writes\": " + std::to_string(s.writes) + ", \"errors\": " + std::to_string(s.errors) +
-         ", \"corrupt\": " + std::to_string(s.corrupt) + ", \"evictions\": " + std::to_string(s.evictions) + "}";
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  std::string j = "{\"dir\": " + json_quote(config_.dir) + ", \"disk\": " + json_quote(state()) +
+                  ", \"max_bytes\": " + n(config_.max_bytes) + ", \"hits\": " + n(s.hits) +
+                  ", \"memory_hits\": " + n(s.memory_hits) + ", \"tier_hits\": " + n(s.tier_hits) +
+                  ", \"misses\": " + n(s.misses) + ", \"writes\": " + n(s.writes) + ", \"errors\": " + n(s.errors) +
+                  ", \"corrupt\": " + n(s.corrupt) + ", \"evictions\": " + n(s.evictions) +
+                  ", \"lock_waits\": " + n(s.lock_waits) + ", \"lock_timeouts\": " + n(s.lock_timeouts) +
+                  ", \"tiers\": [";
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    Tier& t = *tiers_[i];
+    tier_usable(t);
+    j += std::string(i ? ", " : "") + "{\"path\": " + json_quote(t.root) + ", \"problem\": " + json_quote(t.problem) +
+         ", \"hits\": " + n(t.hits) + ", \"misses\": " + n(t.misses) + ", \"corrupt\": " + n(t.corrupt) + "}";
+  }
+  return j + "]}";
 }
 
 }  // namespace cc1d

@@ -28,7 +28,7 @@ struct Slot {
 };
 
 struct CompileRecord {
-  std::string kernel, target, origin;  // origin: "compiled", "disk cache", "memory cache"
+  std::string kernel, target, origin;  // origin: "compiled", "memory cache", "disk cache", "tier <path>"
   int device = 0;
   double ms = 0;
 };
@@ -72,7 +72,7 @@ class JitBackend final : public Backend {
   void probe() {
     std::call_once(probe_once_, [this] {
       try {
-        cache_ = std::make_unique<ImageCache>(ImageCache::default_dir(), ImageCache::default_max_bytes());
+        cache_ = std::make_unique<ImageCache>(CacheConfig::from_env());
         std::string sources_error;
         try {
           sources_ = load_kernel_sources();
@@ -129,16 +129,11 @@ void* JitBackend::kernel(const JitDevice& dev, const std::string& name) {
 
 void* JitBackend::build(const JitDevice& dev, const std::string& name) {
   const CacheKey key{sources_.hash, name, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION};
-  CompileRecord rec{name, dev.target, "compiled", dev.ordinal, 0};
+  CompileRecord rec{name, dev.target, "", dev.ordinal, 0};
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t mem_hits = cache_->stats().memory_hits;
-  CompiledImage image;
-  if (cache_->load(key, &image)) {
-    rec.origin = cache_->stats().memory_hits > mem_hits ? "memory cache" : "disk cache";
-  } else {
-    image = tc_->compile(sources_, name, dev);
-    cache_->store(key, image);
-  }
+  // Compile once across processes: a hit, or this process compiles while the others wait.
+  const CompiledImage image =
+      cache_->get_or_compile(key, [&] { return tc_->compile(sources_, name, dev); }, &rec.origin);
   void* fn = tc_->load(dev, image, name);
   rec.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);

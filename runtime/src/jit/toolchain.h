@@ -49,6 +49,15 @@ class Toolchain {
   virtual std::string report_members() = 0;
 };
 
-std::unique_ptr<Toolchain> make_nvrtc_toolchain();
+// Devices that are not here, for `precompile` on a machine without a GPU: one per arch, each
+// compiled for exactly as a node with that arch and this driver would compile for it.
+struct OfflineTargets {
+  std::vector<int> archs;  // e.g. 90 for sm_90
+  int driver_version = 0;  // as the driver reports it (CUDA: 12080 = 12.8); 0: the newest compiler's
+  int torch_major = 0;     // torch's CUDA major on the node; 0: the torch of cc1d_set_torch_info
+};
+
+// The NVIDIA toolchain; with `offline`, probe() finds no driver and lists one device per arch.
+std::unique_ptr<Toolchain> make_nvrtc_toolchain(const OfflineTargets* offline = nullptr);
 
 }  // namespace cc1d

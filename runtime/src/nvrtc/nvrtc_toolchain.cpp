@@ -1,6 +1,7 @@
 // nvrtc_toolchain.cpp — the NVIDIA toolchain of the JIT layer: the CUDA driver (loaded at run
 // time), every NVRTC the process could use, the choice of NVRTC and target per device, compile,
 // module load in the device's primary context, and launch on the caller's stream.
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
@@ -27,32 +28,17 @@ class NvrtcToolchain final : public Toolchain {
  public:
   cc1d_device_type device_type() const override { return CC1D_DEVICE_CUDA; }
 
+  explicit NvrtcToolchain(const OfflineTargets* offline)
+      : offline_(offline != nullptr), targets_(offline != nullptr ? *offline : OfflineTargets{}) {}
+
   std::string probe() override {
+    if (offline_) return probe_offline();
     env_ = query_gpu_env();
     if (!env_.available()) return env_.driver.reason.empty() ? "no usable CUDA device" : env_.driver.reason;
     discover();
-    std::vector<NvrtcFacts> facts;
-    for (const auto& c : candidates_) facts.push_back(c.facts);
     const int torch_major = torch_cuda_major();
-    for (const DeviceInfo& info : env_.devices) {
-      DeviceChoice dc;
-      dc.choice = choose_nvrtc(facts, env_.driver.driver->version(), info.sm, torch_major);
-      JitDevice d;
-      d.ordinal = info.ordinal;
-      d.name = info.name;
-      d.arch = info.sm;
-      d.usable = dc.choice.ok;
-      d.reason = dc.choice.reason;
-      if (dc.choice.ok) {
-        dc.nvrtc = candidates_[dc.choice.index].lib;
-        d.target = nvrtc_target(dc.choice.kind, dc.choice.target_arch);
-        d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
-        d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch);
-      }
-      logger().info("nvrtc backend, device {} ({}, sm_{}): {}", info.ordinal, info.name, info.sm, dc.choice.reason);
-      devices_.push_back(d);
-      choices_.push_back(dc);
-    }
+    for (const DeviceInfo& info : env_.devices)
+      add_device(info.ordinal, info.name, info.sm, env_.driver.driver->version(), torch_major);
     return "";
   }
 
@@ -64,6 +50,7 @@ class NvrtcToolchain final : public Toolchain {
   }
 
   void* load(const JitDevice& dev, const CompiledImage& image, const std::string& name) override {
+    if (offline_) fail(CC1D_ERR_INTERNAL, "an offline toolchain (precompile) cannot load " + name);
     const NvrtcChoice& ch = choices_[dev.ordinal].choice;
     const std::string what = std::string(ch.kind == CodeKind::Cubin ? "cubin " : "PTX ") + dev.target + " from " +
                              dev.compiler + " on device " + std::to_string(dev.ordinal) + " (" + dev.name +
@@ -110,7 +97,10 @@ class NvrtcToolchain final : public Toolchain {
 
   std::string report_members() override {
     discover();  // lists NVRTC candidates even when no GPU is usable
-    std::string j = "\"driver\": " + gpu_env_json(env_) + ", \"nvrtc_candidates\": [";
+    std::string j = offline_ ? "\"assumed\": {\"driver_version\": " + std::to_string(targets_.driver_version) +
+                                   ", \"torch_cuda_major\": " + std::to_string(targets_.torch_major) + "}"
+                             : "\"driver\": " + gpu_env_json(env_);
+    j += ", \"nvrtc_candidates\": [";
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const NvrtcFacts& f = candidates_[i].facts;
       std::string archs;
@@ -137,6 +127,44 @@ class NvrtcToolchain final : public Toolchain {
   }
 
  private:
+  // The choice of NVRTC and target for one device, as the rules of nvrtc_choice.h make it.
+  void add_device(int ordinal, const std::string& name, int sm, int driver_version, int torch_major) {
+    std::vector<NvrtcFacts> facts;
+    for (const auto& c : candidates_) facts.push_back(c.facts);
+    DeviceChoice dc;
+    dc.choice = choose_nvrtc(facts, driver_version, sm, torch_major);
+    JitDevice d;
+    d.ordinal = ordinal;
+    d.name = name;
+    d.arch = sm;
+    d.usable = dc.choice.ok;
+    d.reason = dc.choice.reason;
+    if (dc.choice.ok) {
+      dc.nvrtc = candidates_[dc.choice.index].lib;
+      d.target = nvrtc_target(dc.choice.kind, dc.choice.target_arch);
+      d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
+      d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch);
+    }
+    logger().info("nvrtc backend, device {} ({}, sm_{}): {}", ordinal, name, sm, dc.choice.reason);
+    devices_.push_back(d);
+    choices_.push_back(dc);
+  }
+
+  // No driver: the archs asked for, with the driver assumed (by default one that runs the
+  // newest NVRTC found, so each arch gets what a node with a current driver would choose).
+  std::string probe_offline() {
+    discover();
+    if (targets_.driver_version == 0)
+      for (const auto& c : candidates_)
+        if (c.facts.load_error.empty()) targets_.driver_version = std::max(targets_.driver_version, c.facts.version());
+    if (targets_.driver_version == 0) return "no usable NVRTC found (see nvrtc_candidates)";
+    if (targets_.torch_major == 0) targets_.torch_major = torch_cuda_major();
+    for (size_t i = 0; i < targets_.archs.size(); ++i)
+      add_device((int)i, "sm_" + std::to_string(targets_.archs[i]) + " (offline)", targets_.archs[i],
+                 targets_.driver_version, targets_.torch_major);
+    return "";
+  }
+
   void discover() {
     std::call_once(discover_once_, [this] { candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_); });
   }
@@ -145,6 +173,8 @@ class NvrtcToolchain final : public Toolchain {
   // would create a context (hundreds of MB) on GPUs the program never touches.
   CUcontext context(int ordinal) { return env_.driver.driver->primary_context(ordinal); }
 
+  const bool offline_;
+  OfflineTargets targets_;
   GpuEnv env_;
   std::once_flag discover_once_;
   std::vector<NvrtcCandidate> candidates_;
@@ -155,6 +185,8 @@ class NvrtcToolchain final : public Toolchain {
 
 }  // namespace
 
-std::unique_ptr<Toolchain> make_nvrtc_toolchain() { return std::make_unique<NvrtcToolchain>(); }
+std::unique_ptr<Toolchain> make_nvrtc_toolchain(const OfflineTargets* offline) {
+  return std::make_unique<NvrtcToolchain>(offline);
+}
 
 }  // namespace cc1d
