@@ -116,3 +116,20 @@ cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} PROPS FIXTU
 cc1d_backend_test(cache_warm "disk cache warm" COMPILES ENV ${_fake} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
 set_tests_properties(nvrtc_backend.cache_warm PROPERTIES ENVIRONMENT
   "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
+
+# ---- cc1d_self_test (what `causal-conv1d doctor` runs per device), one process per scenario ---
+cc1d_add_test(test_self_test SOURCES ${CC1D_GPU_TEST_DIR}/test_self_test.cpp LIBS cc1d::cc1d
+              ARGS "--test-case=cpu,emulate,bad arguments")
+add_dependencies(test_self_test cc1d_fake_cuda)
+set_tests_properties(test_self_test PROPERTIES LABELS "nvrtc;asan"
+                     PASS_REGULAR_EXPRESSION "test cases: +3 \\| +3 passed \\| +0 failed")
+# cc1d_self_test_scenario(<name> <test case> [ENV ...]): on the fake libcuda, a private cache.
+function(cc1d_self_test_scenario name test_case)
+  add_test(NAME self_test.${name} COMMAND test_self_test "--test-case=${test_case}")
+  set_tests_properties(self_test.${name} PROPERTIES LABELS "nvrtc;asan" SKIP_RETURN_CODE 77
+    ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/self_test_cache/${name};${ARGN}"
+    PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed")
+endfunction()
+cc1d_self_test_scenario(fake_gpu "fake gpu" ${_fake})
+cc1d_self_test_scenario(unwritten "unwritten output fails" ${_fake} CC1D_FAKE_EXECUTE=0)
+cc1d_self_test_scenario(no_driver "no gpu backend" CAUSAL_CONV1D_CUDA_DRIVER=/nonexistent/libcuda.so.1)

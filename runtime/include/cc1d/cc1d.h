@@ -288,6 +288,31 @@ CC1D_API int32_t cc1d_get_log_level(void);
 CC1D_API cc1d_status cc1d_set_torch_info(const char* torch_version, const char* torch_cuda_version,
                                          int32_t cxx11_abi);
 
+/* The outcome of cc1d_self_test. */
+typedef struct cc1d_self_test_result {
+  uint32_t struct_size; /* sizeof(cc1d_self_test_result), set by the caller */
+  int32_t backend;      /* the backend that ran (cc1d_backend) */
+  int32_t passed;       /* 1: every output within tolerance * (|reference| + 1) */
+  int32_t runs;         /* timed calls after the first */
+  int64_t elements;     /* outputs compared */
+  int64_t mismatches;   /* outputs outside the tolerance (a NaN counts) */
+  double max_abs_error;
+  double tolerance;
+  double first_ms;      /* the first call: compiles, or loads from the cache, on the nvrtc backend */
+  double median_ms;     /* the median of the timed calls */
+} cc1d_self_test_result;
+
+/* Runs the forward once on one device through `backend` (AUTO: the first candidate of the
+ * dispatch plan that libcc1d runs itself), compares every output with a float64 reference
+ * computed on the host, and times it. The case is fixed: fp32, batch 2, dim 96, seqlen 300,
+ * width 4, bias, silu, random inputs from a fixed seed. On a CUDA device the tensors live in
+ * device memory allocated through the driver for the test (the only place libcc1d allocates or
+ * copies device memory), launches go to the legacy default stream and each call is
+ * synchronised. A backend that cannot serve the device fails as an op would
+ * (CC1D_ERR_BACKEND_UNAVAILABLE, with the reason); a wrong result is CC1D_OK with passed = 0. */
+CC1D_API cc1d_status cc1d_self_test(int32_t backend, int32_t device_type, int32_t device_index,
+                                    cc1d_self_test_result* result);
+
 /* Writes a JSON report (versions, torch facts, ops, devices, driver, NVRTC candidates with the
  * reason each was accepted or rejected, backend decisions, caches) into buf. If buf is too
  * small (or NULL), returns CC1D_ERR_BUFFER_TOO_SMALL and sets *needed to the size required
