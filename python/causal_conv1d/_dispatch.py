@@ -128,6 +128,12 @@ def _device_codes(device: torch.device) -> tuple:
     return None  # meta and other devices: only aten
 
 
+def context_backend() -> Optional[str]:
+    """The backend of the innermost use_backend() block on this thread or task, or None."""
+    ctx = _context_backend.get()
+    return None if ctx is None else ctx[0]
+
+
 def _requested(per_call: Optional[str]) -> tuple:
     """(name or None for 'defer to the environment', source) from the argument or the context."""
     if per_call:
