@@ -21,9 +21,9 @@ namespace cc1d_torch {
 
 void check_rank(const char* op, const char* arg, const Tensor& t, int64_t lo, int64_t hi) {
   if (t.dim() < lo || t.dim() > hi)
-    cc1d::aten::raise(std::string("causal_conv1d::") + op + ": argument '" + arg + "' must have " +
-                      (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
-                      " dimensions, got " + std::to_string(t.dim()));
+    fail(CC1D_ERR_INVALID_ARGUMENT, std::string(op) + ": argument '" + arg + "' must have " +
+                                        (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+                                        " dimensions, got " + std::to_string(t.dim()));
 }
 
 }  // namespace cc1d_torch

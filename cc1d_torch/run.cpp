@@ -19,6 +19,7 @@ namespace aten = cc1d::aten;
 
 namespace {
 
+constexpr const char* kStrictMarker = "(CAUSAL_CONV1D_STRICT=1 forbids the fallback.)";
 std::mutex g_mu;
 cc1d_torch_notice_fn g_notice = nullptr;
 void* g_user = nullptr;
@@ -39,6 +40,13 @@ struct LibError {
   std::string message;
 };
 
+// `backend` is a name, optionally followed by "|<where the choice came from>".
+std::string name_of(const std::string& backend) { return backend.substr(0, backend.find('|')); }
+std::string source_of(const std::string& backend, const std::string& fallback) {
+  const size_t bar = backend.find('|');
+  return bar == std::string::npos ? fallback : backend.substr(bar + 1);
+}
+
 cc1d_tensor describe(const char* name, const Tensor& t) {
   cc1d_tensor d{};
   switch (t.scalar_type()) {
@@ -47,12 +55,12 @@ cc1d_tensor describe(const char* name, const Tensor& t) {
     case aten::ScalarType::BFloat16: d.dtype = CC1D_BFLOAT16; break;
     case aten::ScalarType::Int: d.dtype = CC1D_INT32; break;
     default:
-      aten::raise(std::string("causal_conv1d: argument '") + name + "' has a dtype libcc1d does not take; expected "
-            "float32, float16 or bfloat16 (int32 for indices)");
+      fail(CC1D_ERR_INVALID_TYPE, std::string("argument '") + name + "' has a dtype libcc1d does not take; "
+                                  "expected float32, float16 or bfloat16 (int32 for indices)");
   }
   if (t.dim() > CC1D_MAX_RANK)
-    aten::raise(std::string("causal_conv1d: argument '") + name + "' has " + std::to_string(t.dim()) +
-          " dimensions; at most " + std::to_string(CC1D_MAX_RANK));
+    fail(CC1D_ERR_INVALID_ARGUMENT, std::string("argument '") + name + "' has " + std::to_string(t.dim()) +
+                                        " dimensions; at most " + std::to_string(CC1D_MAX_RANK));
   d.data = t.data_ptr();
   d.device_type = aten::place(t) == aten::Place::Cuda ? CC1D_DEVICE_CUDA : CC1D_DEVICE_CPU;
   d.device_index = aten::device_index(t);
@@ -99,7 +107,7 @@ int32_t backend_id(const std::string& name) {
     if (name == n) return i;
     names += (names.empty() ? "" : ", ") + std::string(n);
   }
-  aten::raise("causal_conv1d: argument 'backend' must be \"\" or one of " + names + "; got '" + name + "'");
+  fail(CC1D_ERR_INVALID_ARGUMENT, "argument 'backend' must be \"\" or one of " + names + "; got '" + name + "'");
 }
 
 // Runs libcc1d on the call's tensors (or on host copies of them), throwing LibError on failure.
@@ -121,17 +129,20 @@ void run_lib(OpCall& call, int32_t backend, bool host_copies, void* stream) {
 }
 
 // libcc1d validates every argument of a call for the "aten" backend, then declines to run it.
+// (A call with nothing to compute, an empty batch say, is valid and returns CC1D_OK.)
 void validate(OpCall& call) {
   try {
     run_lib(call, CC1D_BACKEND_ATEN, false, nullptr);
   } catch (const LibError& e) {
-    if (e.status != CC1D_ERR_BACKEND_UNAVAILABLE) aten::raise("causal_conv1d: " + e.message);
-    return;
+    if (e.status != CC1D_ERR_BACKEND_UNAVAILABLE) fail(e.status, e.message);
   }
-  aten::raise("causal_conv1d: internal error: libcc1d ran a call meant for the aten backend");
 }
 
 }  // namespace
+
+void fail(cc1d_status status, const std::string& message) {
+  aten::raise("causal_conv1d: " + message + " [" + status_name(status) + "]");
+}
 
 void notify(int32_t kind, const std::string& key, const std::string& message) {
   cc1d_torch_notice_fn fn;
@@ -151,16 +162,16 @@ void notify(int32_t kind, const std::string& key, const std::string& message) {
 
 void run(OpCall& call, const std::string& backend) {
   const Tensor& first = *call.slots.front().tensor;
-  if (aten::place(first) == aten::Place::Other) aten::raise("causal_conv1d: cc1d_torch serves cpu and cuda tensors");
+  if (aten::place(first) == aten::Place::Other) fail(CC1D_ERR_INVALID_ARGUMENT, "cc1d_torch serves cpu and cuda tensors");
   const int dev_type = aten::place(first) == aten::Place::Cuda ? CC1D_DEVICE_CUDA : CC1D_DEVICE_CPU;
   const int dev_index = aten::device_index(first);
   const std::string dev = device_string(first);
   cc1d_plan plan{};
   plan.struct_size = sizeof plan;
-  if (cc1d_plan_dispatch(call.op, backend_id(backend), dev_type, dev_index, &plan) != CC1D_OK)
-    aten::raise(std::string("causal_conv1d: ") + cc1d_last_error());
+  const cc1d_status planned = cc1d_plan_dispatch(call.op, backend_id(name_of(backend)), dev_type, dev_index, &plan);
+  if (planned != CC1D_OK) fail(planned, cc1d_last_error());
   const std::string requested = cc1d_backend_name(plan.requested);
-  const std::string source = plan.source == CC1D_SOURCE_ARGUMENT      ? "argument backend="
+  const std::string source = plan.source == CC1D_SOURCE_ARGUMENT      ? source_of(backend, "argument backend=")
                              : plan.source == CC1D_SOURCE_ENVIRONMENT ? "CAUSAL_CONV1D_BACKEND"
                                                                       : "default";
   std::vector<std::pair<std::string, std::string>> failures;
@@ -187,7 +198,7 @@ void run(OpCall& call, const std::string& backend) {
       const std::string msg = "causal_conv1d: " + tried + ". Falling back to '" + name + "' (" +
                               serves(name, dev, c.host_copies) + "). Set CAUSAL_CONV1D_STRICT=1 to make this an "
                               "error, or pick a backend with backend= or CAUSAL_CONV1D_BACKEND.";
-      if (plan.strict) aten::raise(msg + " (CAUSAL_CONV1D_STRICT=1 forbids the fallback.)");
+      if (plan.strict) aten::raise(msg + " " + kStrictMarker);
       notify(CC1D_TORCH_NOTICE_FALLBACK, k, msg);
     }
     try {
@@ -210,9 +221,8 @@ void run(OpCall& call, const std::string& backend) {
         continue;
       }
       if (e.status == CC1D_ERR_BACKEND_UNAVAILABLE)
-        aten::raise("causal_conv1d: backend '" + name + "' (requested by " + source + ") cannot serve " + dev + ": " +
-              e.message);
-      aten::raise("causal_conv1d: " + e.message + " [" + status_name(e.status) + "]");
+        fail(e.status, "backend '" + name + "' (requested by " + source + ") cannot serve " + dev + ": " + e.message);
+      fail(e.status, e.message);
     }
     std::string reason;
     if (plan.requested != CC1D_BACKEND_AUTO) {
@@ -237,9 +247,9 @@ void run(OpCall& call, const std::string& backend) {
   std::string why;
   for (const auto& f : failures) why += (why.empty() ? "" : "; ") + ("'" + f.first + "': " + f.second);
   if (plan.requested != CC1D_BACKEND_AUTO)
-    aten::raise("causal_conv1d: backend '" + failures.front().first + "' (requested by " + source + ") cannot serve " +
-          dev + ": " + failures.front().second);
-  aten::raise("causal_conv1d: no backend can serve " + dev + ": " + why);
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "backend '" + failures.front().first + "' (requested by " + source +
+                                           ") cannot serve " + dev + ": " + failures.front().second);
+  fail(CC1D_ERR_BACKEND_UNAVAILABLE, "no backend can serve " + dev + ": " + why);
 }
 
 }  // namespace cc1d_torch

@@ -35,6 +35,10 @@ struct OpCall {
 // choice is left to CAUSAL_CONV1D_BACKEND and the default order) or a backend name.
 void run(OpCall& call, const std::string& backend);
 
+// Raises "causal_conv1d: <message> [<status name>]": libcc1d's status as a tag the host maps
+// to its exception types.
+[[noreturn]] void fail(cc1d_status status, const std::string& message);
+
 // The host's hook (cc1d_torch_set_notice_callback), and stderr without one.
 void notify(int32_t kind, const std::string& key, const std::string& message);
 

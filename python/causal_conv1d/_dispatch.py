@@ -128,10 +128,11 @@ def _device_codes(device: torch.device) -> tuple:
     return None  # meta and other devices: only aten
 
 
-def context_backend() -> Optional[str]:
-    """The backend of the innermost use_backend() block on this thread or task, or None."""
+def context_choice() -> str:
+    """The innermost use_backend() block on this thread or task as "name|source", or "" (how
+    cc1d_torch's ops take it: the per-call backend, and where it came from)."""
     ctx = _context_backend.get()
-    return None if ctx is None else ctx[0]
+    return "" if ctx is None else f"{ctx[0]}|{ctx[1]}"
 
 
 def _requested(per_call: Optional[str]) -> tuple:

@@ -103,10 +103,13 @@ def register(name: str, schema: str, impl, fake, *, mutates=(), backward=None, s
     logger.debug("causal_conv1d: %s defined (%s)", qualname, how)
     if how != "cc1d_torch":
         return op
-    from . import _dispatch
+    from . import _dispatch, _torch_lib
 
     def call(*args):  # use_backend() lives in Python: pass it down as the per-call choice
-        return op(*args[:-1], args[-1] or _dispatch.context_backend() or "")
+        try:
+            return op(*args[:-1], args[-1] or _dispatch.context_choice())
+        except RuntimeError as e:
+            raise _torch_lib.translate(e) from None
 
     return call
 

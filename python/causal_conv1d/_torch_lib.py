@@ -157,6 +157,27 @@ def symbols_mismatch(library: str, torch_lib_dir: str, libcc1d_path: str) -> Opt
     return None
 
 
+_STATUS_TAG = re.compile(r"\[(CC1D_(?:OK|ERR_\w+))\]$")
+_STRICT_MARKER = "(CAUSAL_CONV1D_STRICT=1 forbids the fallback.)"
+
+
+def translate(e: RuntimeError) -> Exception:
+    """The exception the ctypes path raises for the same failure, from the status tag that ends
+    each of cc1d_torch's messages (run.h); `e` itself when it carries none."""
+    from ._diag import StrictModeError
+
+    text = str(e).strip()
+    if text.endswith(_STRICT_MARKER):
+        return StrictModeError(text)
+    m = _STATUS_TAG.search(text)
+    if m is None:
+        return e
+    status = {v: k for k, v in _lib.STATUS_NAMES.items()}[m[1]]
+    if status == _lib.ERR_BACKEND_UNAVAILABLE:
+        return _lib.BackendUnavailableError(text, status)
+    return _lib.error_for_status(status, text)
+
+
 def _torch_lib_dir() -> str:
     import torch
 
