@@ -52,6 +52,15 @@ TEST_CASE("emulate") { check_passed(run_ok(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU
 TEST_CASE("fake gpu") {
   require_nvrtc();
   check_passed(run_ok(CC1D_BACKEND_AUTO, CC1D_DEVICE_CUDA), CC1D_BACKEND_NVRTC);
+  // CC1D_TEST_NVRTC_MAJOR: the scenario is meant for one NVRTC (the NVRTC 12 wheel on a CUDA 12
+  // driver, say): the choice rules must have picked it, and it compiled what ran.
+  if (const char* major = std::getenv("CC1D_TEST_NVRTC_MAJOR")) {
+    std::string rep(1 << 20, '\0');
+    size_t n = 0;
+    REQUIRE(cc1d_report(&rep[0], rep.size(), &n) == CC1D_OK);
+    INFO(rep.substr(0, n));
+    CHECK(rep.find(std::string("\"nvrtc_version\": \"") + major + ".") != std::string::npos);
+  }
   // A second run finds the kernel loaded: its first call no longer compiles.
   const cc1d_self_test_result again = run_ok(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA);
   check_passed(again, CC1D_BACKEND_NVRTC);
