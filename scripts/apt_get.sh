@@ -5,7 +5,7 @@
 # holds the lock. Any other failure is printed and returned at once. Sourced by setup.sh.
 apt_get() {
   local out start=$SECONDS
-  while ! out=$(${SUDO:-} apt-get -o DPkg::Lock::Timeout=60 "$@" 2>&1); do
+  while ! out=$(${SUDO:-} env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 "$@" 2>&1); do
     if ! grep -qiE "could not get lock|unable to (acquire|lock)|is another process using it" <<<"$out"; then
       echo "$out" >&2
       return 1

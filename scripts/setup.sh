@@ -24,7 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   apt_get update -qq
-  DEBIAN_FRONTEND=noninteractive apt_get install -y -qq "${missing[@]}" >/dev/null
+  apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # 2. The virtual environment with torch, numpy, pytest and the build backend.
