@@ -190,3 +190,57 @@ def test_off_disables(cc1d_torch_path):
     res, _ = _run("off")
     assert res["status"] == {"path": None, "loaded": False, "record": None,
                              "reason": "disabled (CAUSAL_CONV1D_TORCH_LIBRARY=off)"}
+
+
+def test_translate_keeps_the_exception_types():
+    from causal_conv1d import StrictModeError
+
+    e = _torch_lib.translate(RuntimeError("causal_conv1d: argument 'x' ... [CC1D_ERR_INVALID_ARGUMENT]"))
+    assert isinstance(e, ValueError) and isinstance(e, _lib.LibraryError) and e.status == _lib.ERR_INVALID_ARGUMENT
+    assert isinstance(_torch_lib.translate(RuntimeError("... [CC1D_ERR_INVALID_TYPE]")), TypeError)
+    e = _torch_lib.translate(RuntimeError("causal_conv1d: backend 'nvrtc' ... [CC1D_ERR_BACKEND_UNAVAILABLE]"))
+    assert isinstance(e, _lib.BackendUnavailableError) and e.status == _lib.ERR_BACKEND_UNAVAILABLE
+    assert isinstance(_torch_lib.translate(RuntimeError("x. (CAUSAL_CONV1D_STRICT=1 forbids the fallback.)")),
+                      StrictModeError)
+    plain = RuntimeError("something else")
+    assert _torch_lib.translate(plain) is plain
+
+
+SERVES = r"""
+import json, torch, causal_conv1d
+from causal_conv1d import causal_conv1d_update, causal_conv1d_update_ref
+g = torch.Generator().manual_seed(3)
+out = {}
+x = torch.randn(3, 16, 2, generator=g); w = torch.randn(16, 4, generator=g); b = torch.randn(16, generator=g)
+state = torch.randn(5, 16, 6, generator=g); cache = torch.tensor([1, 7, 0], dtype=torch.int32)
+idx = torch.tensor([4, -1, 0], dtype=torch.int32)
+for backend in ("cpu", "aten", "emulate"):
+    s1, s2 = state.clone(), state.double()
+    y = causal_conv1d_update(x, s1, w, b, "silu", cache, idx, backend=backend)
+    r = causal_conv1d_update_ref(x.double(), s2, w.double(), b.double(), "silu", cache, idx)
+    out[backend] = [float((y.double() - r).abs().max()), bool(torch.equal(s1.double(), s2)),
+                    causal_conv1d.last_backend().backend]
+with causal_conv1d.use_backend("aten"):
+    causal_conv1d.causal_conv1d_fn(x, w)
+out["context"] = [causal_conv1d.last_backend().backend, causal_conv1d.last_backend().source]
+try:
+    causal_conv1d_update(x, state, w, b, "silu", None, torch.tensor([9, 0, 1], dtype=torch.int32), backend="aten")
+except ValueError as e:
+    out["bad_index"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_cc1d_torch_serves_like_the_ctypes_path(cc1d_torch_path, lib):
+    """The update on every host backend (the ATen reference included) against the float64
+    reference, use_backend() and last_backend(), and an invalid index as a ValueError, through
+    cc1d_torch's C++ ops."""
+    _built_for_this_torch(cc1d_torch_path, lib)
+    r = run_python(SERVES, env={"CAUSAL_CONV1D_TORCH_LIBRARY": cc1d_torch_path})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    for backend in ("cpu", "aten", "emulate"):
+        err, state_ok, served = res[backend]
+        assert err < 1e-5 and state_ok and served == backend, (backend, res[backend])
+    assert res["context"] == ["aten", "use_backend()"]
+    assert "conv_state_indices[0]" in res["bad_index"] and "CC1D_ERR_INVALID_ARGUMENT" in res["bad_index"]

@@ -115,7 +115,10 @@ typedef enum cc1d_device_type { CC1D_DEVICE_CPU = 0, CC1D_DEVICE_CUDA = 1 } cc1d
  *  AUTO     CAUSAL_CONV1D_BACKEND if set, else: host tensors -> cpu, then aten;
  *           CUDA tensors -> nvrtc, then aten, then cpu through host copies.
  *  ATEN     served by the host framework (torch ops in Python, the ATen reference of the
- *           optional libtorch op library); libcc1d lists it in plans but never runs it. */
+ *           optional libtorch op library); libcc1d lists it in plans but never runs it. An op
+ *           called with ATEN validates every argument, then fails with
+ *           CC1D_ERR_BACKEND_UNAVAILABLE (or returns CC1D_OK when there is nothing to compute):
+ *           hosts validate this way before running their reference. */
 typedef enum cc1d_backend {
   CC1D_BACKEND_AUTO = 0,
   CC1D_BACKEND_CPU = 1,     /* native multi-threaded C++ kernels, host memory */
