@@ -164,7 +164,7 @@ def _edit(**changes):
 
 
 @pytest.mark.parametrize("edit, reason", [
-    (_edit(torch_min="2.99"), "stable ABI of torch >= 2.99, running " + torch.__version__),
+    (_edit(abi="stable", torch_min="2.99"), "stable ABI of torch >= 2.99, running " + torch.__version__),
     (_edit(abi="classic", torch_version="2.11.0+cu132", torch_cuda="13.2", torch_min="2.11"),
      "cc1d_torch built for torch 2.11 cu13 cxx11, running " + _torch_lib._describe(*_lib.torch_facts())),
     (_edit(abi="classic", torch_cuda="13.2", cxx11_abi=0), "cu13 pre-cxx11, running torch"),
