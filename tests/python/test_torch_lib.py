@@ -104,6 +104,12 @@ def test_elf_reader_rejects_what_is_not_a_shared_object(tmp_path):
     assert _elf.read_needed(str(tmp_path / "empty.so")) is None
 
 
+def _beside(path) -> str:
+    """The libcc1d built with cc1d_torch (the one it links): the children below load this pair,
+    whatever libcc1d this process runs (an installed wheel's, say, which cc1d_torch refuses)."""
+    return str(path.parent / "libcc1d.so")
+
+
 def _built_for_this_torch(path, lib) -> dict:
     record = _torch_lib.read_record(str(path))
     why = _torch_lib.facts_mismatch(record, _lib.torch_facts(), lib.version)
@@ -114,7 +120,7 @@ def _built_for_this_torch(path, lib) -> dict:
 
 def test_the_built_library_passes(cc1d_torch_path, lib):
     record = _built_for_this_torch(cc1d_torch_path, lib)
-    assert _torch_lib.symbols_mismatch(str(cc1d_torch_path), _torch_lib_dir(), lib.path) is None
+    assert _torch_lib.symbols_mismatch(str(cc1d_torch_path), _torch_lib_dir(), _beside(cc1d_torch_path)) is None
     assert record["ops"] == list(_lib.OP_IDS)
 
 
@@ -143,15 +149,16 @@ def _copy(cc1d_torch_path, tmp_path, edit=None):
     return lib
 
 
-def _run(lib):
-    r = run_python(STATUS, env={"CAUSAL_CONV1D_TORCH_LIBRARY": lib, "CAUSAL_CONV1D_LOG_LEVEL": "debug"})
+def _run(lib, built):
+    r = run_python(STATUS, env={"CAUSAL_CONV1D_TORCH_LIBRARY": lib, "CAUSAL_CONV1D_LIBRARY": _beside(built),
+                                "CAUSAL_CONV1D_LOG_LEVEL": "debug"})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
 
 
 def test_matching_record_loads_and_serves(cc1d_torch_path, tmp_path, lib):
     _built_for_this_torch(cc1d_torch_path, lib)
-    res, _ = _run(_copy(cc1d_torch_path, tmp_path))
+    res, _ = _run(_copy(cc1d_torch_path, tmp_path), cc1d_torch_path)
     assert res["status"]["loaded"] and res["mode"] == "cc1d_torch", res["status"]
     assert res["err"] < 1e-5 and res["choice"].startswith("auto: cpu tensors are served by libcc1d CPU kernels")
     # The C++ schemas are the Python ones, character for character.
@@ -172,7 +179,7 @@ def _edit(**changes):
     (lambda record: record.clear(), "its build record lacks cc1d_version"),
 ], ids=["stable-too-new", "classic-other-torch", "classic-other-abi", "other-libcc1d", "empty-record"])
 def test_an_edited_record_keeps_the_ctypes_path(cc1d_torch_path, tmp_path, edit, reason):
-    res, log = _run(_copy(cc1d_torch_path, tmp_path, edit))
+    res, log = _run(_copy(cc1d_torch_path, tmp_path, edit), cc1d_torch_path)
     st = res["status"]
     assert not st["loaded"] and reason in st["reason"], st
     assert res["mode"] != "cc1d_torch" and res["err"] < 1e-5  # the ctypes path served
@@ -182,12 +189,12 @@ def test_an_edited_record_keeps_the_ctypes_path(cc1d_torch_path, tmp_path, edit,
 def test_a_missing_record_keeps_the_ctypes_path(cc1d_torch_path, tmp_path):
     lib = tmp_path / "libcc1d_torch.so"
     shutil.copy(cc1d_torch_path, lib)
-    res, _ = _run(lib)
+    res, _ = _run(lib, cc1d_torch_path)
     assert not res["status"]["loaded"] and "has no build record" in res["status"]["reason"]
 
 
 def test_off_disables(cc1d_torch_path):
-    res, _ = _run("off")
+    res, _ = _run("off", cc1d_torch_path)
     assert res["status"] == {"path": None, "loaded": False, "record": None,
                              "reason": "disabled (CAUSAL_CONV1D_TORCH_LIBRARY=off)"}
 
@@ -236,7 +243,8 @@ def test_cc1d_torch_serves_like_the_ctypes_path(cc1d_torch_path, lib):
     reference, use_backend() and last_backend(), and an invalid index as a ValueError, through
     cc1d_torch's C++ ops."""
     _built_for_this_torch(cc1d_torch_path, lib)
-    r = run_python(SERVES, env={"CAUSAL_CONV1D_TORCH_LIBRARY": cc1d_torch_path})
+    r = run_python(SERVES, env={"CAUSAL_CONV1D_TORCH_LIBRARY": cc1d_torch_path,
+                                "CAUSAL_CONV1D_LIBRARY": _beside(cc1d_torch_path)})
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
     for backend in ("cpu", "aten", "emulate"):
