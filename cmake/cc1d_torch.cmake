@@ -82,11 +82,11 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/cc1d_torch_info.h
 # a CPU-only torch too (torch's CUDA stream is looked up at run time: cc1d_torch/run.cpp).
 find_library(CC1D_TORCH_CPU_LIB torch_cpu PATHS ${TORCH_INSTALL_PREFIX}/lib NO_DEFAULT_PATH REQUIRED)
 find_library(CC1D_C10_LIB c10 PATHS ${TORCH_INSTALL_PREFIX}/lib NO_DEFAULT_PATH REQUIRED)
-add_library(cc1d_torch SHARED
-  ${PROJECT_SOURCE_DIR}/cc1d_torch/library.cpp ${PROJECT_SOURCE_DIR}/cc1d_torch/run.cpp
-  ${PROJECT_SOURCE_DIR}/cc1d_torch/fwd.cpp ${PROJECT_SOURCE_DIR}/cc1d_torch/update.cpp
-  ${PROJECT_SOURCE_DIR}/fallback/aten/fwd_aten.cpp ${PROJECT_SOURCE_DIR}/fallback/aten/update_aten.cpp
-  ${PROJECT_SOURCE_DIR}/runtime/src/core/json.cpp)
+# Every kernel (cc1d_torch/<op>.cpp) and ATen reference (fallback/aten/<op>_aten.cpp): adding an op
+# adds files, not lines here.
+file(GLOB CC1D_TORCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cc1d_torch/*.cpp
+     ${PROJECT_SOURCE_DIR}/fallback/aten/*.cpp)
+add_library(cc1d_torch SHARED ${CC1D_TORCH_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/src/core/json.cpp)
 target_include_directories(cc1d_torch PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime/src
                            ${PROJECT_BINARY_DIR} ${TORCH_INCLUDE_DIRS})
 target_link_libraries(cc1d_torch PRIVATE cc1d ${CC1D_TORCH_CPU_LIB} ${CC1D_C10_LIB} ${CMAKE_DL_LIBS})
