@@ -3,6 +3,10 @@
 #   make test   installs what is missing, then runs every test (ctest, the ASan job, pytest)
 VENV ?= $(HOME)/.cache/causal-conv1d/venv
 export CC1D_VENV := $(VENV)
+NVRTC12 ?= $(HOME)/.cache/causal-conv1d/nvrtc12
+export CC1D_NVRTC12 := $(NVRTC12)
+# cc1d_torch builds against the venv's torch; the NVRTC tests also run with the NVRTC 12 wheel.
+CMAKE_TEST_ARGS = -DCC1D_TORCH_PYTHON=$(VENV)/bin/python -DCC1D_NVRTC12=$(NVRTC12)/nvidia/cuda_nvrtc/lib/libnvrtc.so.12
 JOBS ?= 2
 BUILD ?= build/cmake
 BUILD_ASAN ?= build/cmake-asan
@@ -18,7 +22,7 @@ setup:
 	@scripts/setup.sh
 
 cpp-test:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_TEST_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
@@ -32,7 +36,7 @@ py-test:
 	$(VENV)/bin/python -m pytest -q
 
 bench: setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_TEST_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	$(BUILD)/bench/bench_compile
 	$(BUILD)/bench/bench_overhead

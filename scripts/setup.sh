@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the project needs and is missing, then (re)installs the Python package.
 # Idempotent and quiet when everything is present. Used by `make demo` and `make test`.
-#   CC1D_VENV  the virtual environment (default ~/.cache/causal-conv1d/venv, outside the clone
-#              so CI and later sessions reuse it)
+#   CC1D_VENV    the virtual environment (default ~/.cache/causal-conv1d/venv, outside the clone
+#                so CI and later sessions reuse it)
+#   CC1D_NVRTC12 where the NVRTC 12 wheel goes (default ~/.cache/causal-conv1d/nvrtc12): the C++
+#                NVRTC tests also run with it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
+NVRTC12="${CC1D_NVRTC12:-$HOME/.cache/causal-conv1d/nvrtc12}"
 PY="${PYTHON:-python3}"
+
+# apt-get that waits for the Debian package lock instead of failing at once.
+source scripts/apt_get.sh
 
 # 1. System packages: compiler, CMake, Ninja, and the header-only spdlog/fmt and doctest.
 apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev)
@@ -17,8 +23,8 @@ for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); d
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # 2. The virtual environment with torch, numpy, pytest and the build backend.
@@ -31,7 +37,14 @@ if ! "$VENV/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/d
   "$VENV/bin/pip" install -q --disable-pip-version-check torch numpy pytest scikit-build-core
 fi
 
-# 3. The package itself (incremental: scikit-build-core keeps its build dir in build/).
+# 3. The NVRTC 12 of its pip wheel, beside the venv (not in it: torch brings its own NVRTC),
+#    for the C++ NVRTC tests that run with it (Makefile: CC1D_NVRTC12).
+if [ ! -e "$NVRTC12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
+  echo "setup: installing the NVRTC 12 wheel into $NVRTC12 (for the C++ NVRTC 12 tests)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$NVRTC12" nvidia-cuda-nvrtc-cu12
+fi
+
+# 4. The package itself (incremental: scikit-build-core keeps its build dir in build/).
 echo "setup: installing causal_conv1d into $VENV"
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps . 

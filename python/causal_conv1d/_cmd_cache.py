@@ -12,7 +12,6 @@ tiers are CAUSAL_CONV1D_CACHE_PATH. Set them as the program you are looking at d
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -101,9 +100,12 @@ def cmd_cache(args) -> int:
     return 1 if args.action == "verify" and bad else 0
 
 
-def register(sub) -> None:
-    p = sub.add_parser("cache", help="see and manage the kernel cache (path, stats, list, verify, clear)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+HELP = "see and manage the kernel cache (path, stats, list, verify, clear)"
+
+
+def add_arguments(p) -> None:
     p.add_argument("action", choices=tuple(_lib.CACHE_COMMANDS))
     p.add_argument("--json", action="store_true", help="the same, as JSON")
-    p.set_defaults(func=cmd_cache)
+
+
+run = cmd_cache

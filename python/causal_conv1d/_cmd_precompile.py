@@ -86,9 +86,10 @@ def cmd_precompile(args) -> int:
     return 0
 
 
-def register(sub) -> None:
-    p = sub.add_parser("precompile", help="compile kernels for GPUs that are not here, into a read-only cache tier",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+HELP = "compile kernels for GPUs that are not here, into a read-only cache tier"
+
+
+def add_arguments(p) -> None:
     p.add_argument("--out", required=True, help="the directory to write (created if absent)")
     p.add_argument("--arch", help="comma-separated SMs (default: 75,80,86,89,90,100,120)")
     p.add_argument("--op", help="comma-separated ops (default: all)")
@@ -101,4 +102,6 @@ def register(sub) -> None:
                    help="the CUDA major of the nodes' torch (default: this torch's)")
     p.add_argument("--jobs", type=int, default=0, help="compile threads (default: one per core)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
-    p.set_defaults(func=cmd_precompile)
+
+
+run = cmd_precompile

@@ -40,10 +40,11 @@ def check_backend_name(name, what: str) -> str:
 
 
 @contextlib.contextmanager
-def use_backend(name: str):
+def use_backend(name: str, *, source: str = "use_backend()"):
     """Within this block (this thread / asyncio task only), calls without a `backend=` argument
-    use backend `name` ("auto", "cpu", "aten", "nvrtc" or "emulate")."""
-    token = _context_backend.set(check_backend_name(name, "use_backend(name)"))
+    use backend `name` ("auto", "cpu", "aten", "nvrtc" or "emulate"). `source` names where the
+    choice came from in last_backend() and in errors (a CLI says "--backend")."""
+    token = _context_backend.set((check_backend_name(name, "use_backend(name)"), source))
     try:
         yield
     finally:
@@ -56,7 +57,7 @@ class BackendChoice:
 
     backend: str  # cpu | aten | nvrtc | emulate
     requested: str  # auto | cpu | aten | nvrtc | emulate
-    source: str  # argument backend= | use_backend() | CAUSAL_CONV1D_BACKEND | default
+    source: str  # argument backend= | use_backend() (or its source=) | CAUSAL_CONV1D_BACKEND | default
     device: str  # the tensors' device, e.g. "cpu", "cuda:0"
     reason: str  # a sentence
     fallback_from: tuple = ()  # ((backend, why it could not serve), ...)
@@ -68,6 +69,13 @@ class BackendChoice:
 
 
 _tls = threading.local()
+
+
+def record_choice(c: dict) -> None:
+    """Sets last_backend() from a choice the libtorch op library (cc1d_torch) made."""
+    _tls.last = BackendChoice(backend=c["backend"], requested=c["requested"], source=c["source"], device=c["device"],
+                              reason=c["reason"], fallback_from=tuple(tuple(f) for f in c["fallback_from"]),
+                              host_copies=bool(c["host_copies"]), op=c["op"])
 
 
 def last_backend() -> Optional[BackendChoice]:
@@ -120,13 +128,20 @@ def _device_codes(device: torch.device) -> tuple:
     return None  # meta and other devices: only aten
 
 
+def context_choice() -> str:
+    """The innermost use_backend() block on this thread or task as "name|source", or "" (how
+    cc1d_torch's ops take it: the per-call backend, and where it came from)."""
+    ctx = _context_backend.get()
+    return "" if ctx is None else f"{ctx[0]}|{ctx[1]}"
+
+
 def _requested(per_call: Optional[str]) -> tuple:
     """(name or None for 'defer to the environment', source) from the argument or the context."""
     if per_call:
         return check_backend_name(per_call, "argument 'backend'"), "argument backend="
     ctx = _context_backend.get()
     if ctx is not None:
-        return ctx, "use_backend()"
+        return ctx
     return None, None
 
 
@@ -141,10 +156,10 @@ def plan(op: str, device: torch.device, backend: Optional[str] = None) -> _lib.P
         p = _plan_cache.get(key)
     if p is None:
         p = _make_plan(op, asked, codes)
-        if source is not None:
-            p = p._replace(source=source)
         with _cache_lock:
             _plan_cache[key] = p
+    if source is not None:  # not part of the key: one plan serves every way of asking
+        p = p._replace(source=source)
     if _broken and codes is not None:
         cands = []
         for c in p.candidates:

@@ -145,6 +145,23 @@ class CPrecompileArgs(ctypes.Structure):
     ]
 
 
+class CSelfTestResult(ctypes.Structure):
+    """struct cc1d_self_test_result."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("backend", ctypes.c_int32),
+        ("passed", ctypes.c_int32),
+        ("runs", ctypes.c_int32),
+        ("elements", ctypes.c_int64),
+        ("mismatches", ctypes.c_int64),
+        ("max_abs_error", ctypes.c_double),
+        ("tolerance", ctypes.c_double),
+        ("first_ms", ctypes.c_double),
+        ("median_ms", ctypes.c_double),
+    ]
+
+
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
 
@@ -297,6 +314,7 @@ class Library:
             "cc1d_cache_command": (ctypes.c_int, [ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)]),
             "cc1d_precompile": (ctypes.c_int, [ctypes.POINTER(CPrecompileArgs), ctypes.POINTER(ctypes.c_void_p)]),
             "cc1d_free": (None, [ctypes.c_void_p]),
+            "cc1d_self_test": (ctypes.c_int, [ctypes.c_int32] * 3 + [ctypes.POINTER(CSelfTestResult)]),
         }
         for name, (restype, argtypes) in sig.items():
             f = getattr(d, name)  # AttributeError: not a usable libcc1d
@@ -423,6 +441,17 @@ class Library:
         status = int(self._dll.cc1d_precompile(ctypes.byref(a), ctypes.byref(out)))
         return self._json_result(status, out, "cc1d_precompile")
 
+    def self_test(self, backend: str, device_type: int, device_index: int) -> dict:
+        """cc1d_self_test: the forward on one device through `backend`, compared with a float64
+        reference and timed. Raises (like an op) when the backend cannot serve the device."""
+        r = CSelfTestResult()
+        r.struct_size = ctypes.sizeof(CSelfTestResult)
+        status = int(self._dll.cc1d_self_test(BACKEND_IDS[backend], device_type, device_index, ctypes.byref(r)))
+        self.raise_for(status, "cc1d_self_test")
+        return {"backend": BACKEND_NAMES[r.backend], "passed": bool(r.passed), "elements": r.elements,
+                "mismatches": r.mismatches, "max_abs_error": r.max_abs_error, "tolerance": r.tolerance,
+                "first_ms": r.first_ms, "median_ms": r.median_ms, "runs": r.runs}
+
     def set_torch_info(self, torch_version: Optional[str], torch_cuda: Optional[str], cxx11_abi: int) -> None:
         enc = (lambda s: None if s is None else str(s).encode("utf-8"))
         status = int(self._dll.cc1d_set_torch_info(enc(torch_version), enc(torch_cuda), int(cxx11_abi)))
@@ -481,7 +510,8 @@ def _add_torch_nvrtc_root() -> None:
         os.environ["CAUSAL_CONV1D_NVRTC_SEARCH_PATH"] = ":".join(roots + [site])
 
 
-def _torch_facts() -> tuple:
+def torch_facts() -> tuple:
+    """(torch.__version__, torch.version.cuda or None, C++11 ABI 1/0, or -1 when unknown)."""
     import torch
 
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
@@ -514,7 +544,7 @@ def _try_load() -> tuple:
             continue
         lib.route_log_to_python()
         try:
-            lib.set_torch_info(*_torch_facts())
+            lib.set_torch_info(*torch_facts())
         except Exception as e:  # informative only; never a reason to refuse the library
             logger.debug("cc1d_set_torch_info failed: %s", e)
         _add_torch_nvrtc_root()

@@ -220,48 +220,14 @@ def _backward(ctx, grad_out, grad_final):
     return dx, dw, db, None, di, None, None, None
 
 
-# ---- registration ---------------------------------------------------------------------------
+# ---- registration ----------------------------------------------------------------------------
 
-if _ops.USE_CUSTOM_OP:
+SCHEMA = ("(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
+          "bool return_final_states, bool silu, str backend) -> (Tensor, Tensor)")
 
-    @torch.library.custom_op("causal_conv1d::fwd", mutates_args=())
-    def fwd_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Optional[Tensor],
-               initial_states: Optional[Tensor], return_final_states: bool, silu: bool,
-               backend: str) -> Tuple[Tensor, Tensor]:
-        return fwd_impl(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend)
 
-    @fwd_op.register_fake
-    def _fwd_fake(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend):
-        return alloc_outputs(x, weight.shape[1], return_final_states)
+def _fake(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend):
+    return alloc_outputs(x, weight.shape[1], return_final_states)
 
-    fwd_op.register_autograd(_backward, setup_context=_setup_context)
 
-    def fwd(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool,
-            backend: str) -> Tuple[Tensor, Tensor]:
-        return torch.ops.causal_conv1d.fwd(x, weight, bias, seq_idx, initial_states,
-                                           return_final_states, silu, backend)
-
-else:
-
-    class _Fwd(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend):
-            ctx.set_materialize_grads(False)
-            out, fs = fwd_impl(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend)
-            ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
-            ctx.silu = silu
-            ctx.return_final_states = return_final_states
-            return out, fs
-
-        @staticmethod
-        def backward(ctx, grad_out, grad_final):
-            return _backward(ctx, grad_out, grad_final)
-
-    fwd_op = None
-
-    def fwd(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool,
-            backend: str) -> Tuple[Tensor, Tensor]:
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                           for t in (x, weight, bias, initial_states)):
-            return _Fwd.apply(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend)
-        return fwd_impl(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend)
+fwd = _ops.register("fwd", SCHEMA, fwd_impl, _fake, backward=_backward, setup_context=_setup_context)

@@ -175,25 +175,15 @@ def update_impl(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Te
     return out
 
 
-if _ops.USE_CUSTOM_OP:
+SCHEMA = ("(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, Tensor? cache_seqlens, "
+          "Tensor? conv_state_indices, bool silu, str backend) -> Tensor")
 
-    @torch.library.custom_op("causal_conv1d::update", mutates_args=("conv_state",))
-    def update_op(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Tensor],
-                  cache_seqlens: Optional[Tensor], conv_state_indices: Optional[Tensor], silu: bool,
-                  backend: str) -> Tensor:
-        return update_impl(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend)
 
-    @update_op.register_fake
-    def _update_fake(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend):
-        return torch.empty_like(x)
+def _fake(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend):
+    return torch.empty_like(x)
 
-    def update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str) -> Tensor:
-        return torch.ops.causal_conv1d.update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices,
-                                              silu, backend)
 
-else:
-    update_op = None
-    update = update_impl
+update = _ops.register("update", SCHEMA, update_impl, _fake, mutates=("conv_state",))
 
 
 # ---- the public functions ------------------------------------------------------------------

@@ -156,8 +156,14 @@ def _span(t: torch.Tensor) -> tuple:
 
 
 def _compiling() -> bool:
+    """Whether torch.compile is tracing: torch.compiler.is_compiling (torch >= 2.3), else
+    torch._dynamo.is_compiling (torch 2.1, 2.2)."""
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    return bool(is_compiling and is_compiling())
+    if is_compiling is None:
+        from torch import _dynamo
+
+        is_compiling = _dynamo.is_compiling
+    return bool(is_compiling())
 
 
 def _check_no_overlap(arg: Arg, t: torch.Tensor, table: Table, tensors: dict, fn: str) -> None:

@@ -41,7 +41,10 @@ inline std::vector<int64_t> gaps(const HostTensor& t) {
   return g;
 }
 
-inline void run_fwd_case(const FwdCase& c, std::mt19937& rng, int backend) {
+// Runs `c` through `execute(args)`, which must perform the forward the cc1d_fwd_args describe
+// (libcc1d's entry point, or a host framework's op on the same memory), then compares.
+template <class Execute>
+void check_fwd_case(const FwdCase& c, std::mt19937& rng, Execute&& execute) {
   HostTensor x = make_x(c.xdt, c.B, c.D, c.L, c.layout);
   x.randomize(rng);
   HostTensor w = HostTensor::contiguous(c.wdt, {c.D, c.width});
@@ -79,9 +82,8 @@ inline void run_fwd_case(const FwdCase& c, std::mt19937& rng, int backend) {
   a.out = &out.t;
   a.final_states = c.fin ? &fin.t : nullptr;
   a.activation = c.silu ? CC1D_ACT_SILU : CC1D_ACT_NONE;
-  a.backend = backend;
   INFO(describe(c));
-  REQUIRE_MESSAGE(cc1d_causal_conv1d_fwd(&a) == CC1D_OK, std::string(cc1d_last_error()));
+  execute(a);
 
   RefInputs in;
   in.x = &x;
@@ -102,6 +104,13 @@ inline void run_fwd_case(const FwdCase& c, std::mt19937& rng, int backend) {
   const size_t es = dtype_size(c.xdt);
   for (int64_t g : gaps(out))
     REQUIRE_MESSAGE(std::memcmp(&out.storage[g * es], &out_before[g * es], es) == 0, "stray write at element " << g);
+}
+
+inline void run_fwd_case(const FwdCase& c, std::mt19937& rng, int backend) {
+  check_fwd_case(c, rng, [&](cc1d_fwd_args& a) {
+    a.backend = backend;
+    REQUIRE_MESSAGE(cc1d_causal_conv1d_fwd(&a) == CC1D_OK, std::string(cc1d_last_error()));
+  });
 }
 
 }  // namespace cc1d_test

@@ -129,3 +129,39 @@ cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} PROPS FIXTU
 cc1d_backend_test(cache_warm "disk cache warm" COMPILES ENV ${_fake} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
 set_tests_properties(nvrtc_backend.cache_warm PROPERTIES ENVIRONMENT
   "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
+
+# ---- cc1d_self_test (what `causal-conv1d doctor` runs per device), one process per scenario ---
+cc1d_add_test(test_self_test SOURCES ${CC1D_GPU_TEST_DIR}/test_self_test.cpp LIBS cc1d::cc1d
+              ARGS "--test-case=cpu,emulate,bad arguments")
+add_dependencies(test_self_test cc1d_fake_cuda)
+set_tests_properties(test_self_test PROPERTIES LABELS "nvrtc;asan"
+                     PASS_REGULAR_EXPRESSION "test cases: +3 \\| +3 passed \\| +0 failed")
+# cc1d_self_test_scenario(<name> <test case> [ENV ...]): on the fake libcuda, a private cache.
+function(cc1d_self_test_scenario name test_case)
+  add_test(NAME self_test.${name} COMMAND test_self_test "--test-case=${test_case}")
+  set_tests_properties(self_test.${name} PROPERTIES LABELS "nvrtc;asan" SKIP_RETURN_CODE 77
+    ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/self_test_cache/${name};${ARGN}"
+    PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed")
+endfunction()
+cc1d_self_test_scenario(fake_gpu "fake gpu" ${_fake})
+cc1d_self_test_scenario(unwritten "unwritten output fails" ${_fake} CC1D_FAKE_EXECUTE=0)
+cc1d_self_test_scenario(no_driver "no gpu backend" CAUSAL_CONV1D_CUDA_DRIVER=/nonexistent/libcuda.so.1)
+
+# ---- the same with the NVRTC 12 of its pip wheel (CC1D_NVRTC12, set by `make`: scripts/setup.sh
+# installs nvidia-cuda-nvrtc-cu12 beside the venv). A CUDA 12.8 driver makes every CUDA 13 NVRTC
+# ineligible, so the choice rules must pick it: compile, choice and the fake-driver end to end.
+set(CC1D_NVRTC12 "" CACHE FILEPATH "A libnvrtc.so.12 (the nvidia-cuda-nvrtc-cu12 wheel's) the NVRTC tests also run with")
+if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")
+  set(_nv12 CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC12} CC1D_TEST_NVRTC_MAJOR=12)
+  # PTX and the compile error here (seconds); cubins through the self-test below. The every-SM
+  # set takes minutes: run it by hand with the same environment and no --test-case.
+  add_test(NAME test_nvrtc_compile.nvrtc12 COMMAND test_nvrtc_compile "--test-case=PTX mode*,a syntax error*")
+  set_tests_properties(test_nvrtc_compile.nvrtc12 PROPERTIES LABELS "nvrtc;nvrtc12"
+    ENVIRONMENT "${_nv12};CC1D_TEST_DRIVER_VERSION=12080;CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn"
+    PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
+  cc1d_self_test_scenario(fake_gpu_nvrtc12 "fake gpu" ${_fake} ${_nv12} CC1D_FAKE_DRIVER_VERSION=12080)
+  set_tests_properties(self_test.fake_gpu_nvrtc12 PROPERTIES LABELS "nvrtc;nvrtc12")
+else()
+  message(STATUS "NVRTC 12 tests not registered: set CC1D_NVRTC12 to a libnvrtc.so.12 (pip install "
+                 "nvidia-cuda-nvrtc-cu12; `make cpp-test` does it)")
+endif()

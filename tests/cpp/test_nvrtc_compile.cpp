@@ -27,13 +27,15 @@ using namespace cc1d;
 
 namespace {
 
-// The NVRTC the runtime would choose with an unlimited driver and no torch preference.
+// The NVRTC the runtime would choose with no torch preference and a driver of
+// CC1D_TEST_DRIVER_VERSION (default: unlimited; 12080 makes a CUDA 13 NVRTC ineligible).
 std::shared_ptr<NvrtcLib> find_nvrtc() {
   static std::shared_ptr<NvrtcLib> lib = [] {
     const auto cands = discover_nvrtc(default_nvrtc_search());
     std::vector<NvrtcFacts> facts;
     for (const auto& c : cands) facts.push_back(c.facts);
-    const NvrtcChoice ch = choose_nvrtc(facts, 99000, 90, 0);
+    const char* driver = std::getenv("CC1D_TEST_DRIVER_VERSION");
+    const NvrtcChoice ch = choose_nvrtc(facts, driver != nullptr ? std::atoi(driver) : 99000, 90, 0);
     return ch.ok ? cands[ch.index].lib : nullptr;
   }();
   return lib;
@@ -180,6 +182,15 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: no usable NVRTC found (searched CAUSAL_CONV1D_NVRTC, loaded libraries, "
                 "CAUSAL_CONV1D_NVRTC_SEARCH_PATH, CUDA_HOME, CUDA_PATH, /usr/local/cuda, sonames)\n");
     return req != nullptr && std::string(req) == "1" ? 1 : 77;
+  }
+  // CC1D_TEST_NVRTC_MAJOR: the run is meant for one NVRTC major (the NVRTC 12 wheel, say); any
+  // other is a failure, not a quiet pass with another compiler.
+  const char* major = std::getenv("CC1D_TEST_NVRTC_MAJOR");
+  std::printf("NVRTC %s (%s)\n", find_nvrtc()->facts.version_string().c_str(), find_nvrtc()->facts.path.c_str());
+  if (major != nullptr && find_nvrtc()->facts.major != std::atoi(major)) {
+    std::printf("FAILED: CC1D_TEST_NVRTC_MAJOR=%s but NVRTC %s was chosen\n", major,
+                find_nvrtc()->facts.version_string().c_str());
+    return 1;
   }
   doctest::Context ctx(argc, argv);
   return ctx.run();

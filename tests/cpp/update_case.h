@@ -116,14 +116,15 @@ struct UpdateRun {
   }
 };
 
-// Runs `c` on `backend` and compares everything.
-inline void run_update_case(const UpdateCase& c, std::mt19937& rng, int backend) {
+// Runs `c` through `execute(run)`, which must perform the update run.a describes (libcc1d's
+// entry point, or a host framework's op on the same memory), and compares everything.
+template <class Execute>
+void check_update_case(const UpdateCase& c, std::mt19937& rng, Execute&& execute) {
   UpdateRun r(c, rng);
-  r.a.backend = backend;
   INFO(describe(c));
   std::vector<double> want_out, want_state;
   r.reference(c, want_out, want_state);
-  REQUIRE_MESSAGE(cc1d_causal_conv1d_update(&r.a) == CC1D_OK, std::string(cc1d_last_error()));
+  execute(r);
   const double tol = tolerance(c.xdt);
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t d = 0; d < c.D; ++d)
@@ -144,9 +145,10 @@ inline void run_update_case(const UpdateCase& c, std::mt19937& rng, int backend)
 }
 
 // The grid every update backend runs: dtype pairs x widths, with modes, layouts and lengths
-// varying with the case.
-inline void run_update_grid(int backend) {
-  std::mt19937 rng = test_rng(500 + backend);
+// varying with the case. `execute` as for check_update_case; `salt` seeds the inputs.
+template <class Execute>
+void run_update_grid(uint32_t salt, Execute&& execute) {
+  std::mt19937 rng = test_rng(salt);
   int n = 0;
   for (int xdt = 0; xdt < 3; ++xdt)
     for (int wdt = 0; wdt < 3; ++wdt)
@@ -157,15 +159,22 @@ inline void run_update_grid(int backend) {
         const int64_t D = std::vector<int64_t>{1, 5, 33, 130}[(i / 2) % 4];
         UpdateCase c{xdt, wdt, W, 4, D, L, S, (i / 3) % 2 == 1, (i / 5) % 2 == 0, i % 2 == 1, L == 1 && i % 4 < 2,
                      i % 3 != 1, (i / 7) % 2 == 0};
-        run_update_case(c, rng, backend);
+        check_update_case(c, rng, execute);
         ++n;
       }
   CHECK(n == 9 * CC1D_MAX_WIDTH);
   // Every mode and layout combination at one width, and tokens beyond the state's length.
   for (int mode = 0; mode < 16; ++mode)
-    run_update_case(UpdateCase{CC1D_FLOAT32, CC1D_FLOAT32, 4, 3, 7, mode % 2 ? 11 : 2, 5, (mode & 2) != 0,
-                               (mode & 4) != 0, (mode & 8) != 0, false, true, true},
-                    rng, backend);
+    check_update_case(UpdateCase{CC1D_FLOAT32, CC1D_FLOAT32, 4, 3, 7, mode % 2 ? 11 : 2, 5, (mode & 2) != 0,
+                                 (mode & 4) != 0, (mode & 8) != 0, false, true, true},
+                      rng, execute);
+}
+
+inline void run_update_grid(int backend) {
+  run_update_grid(500 + backend, [&](UpdateRun& r) {
+    r.a.backend = backend;
+    REQUIRE_MESSAGE(cc1d_causal_conv1d_update(&r.a) == CC1D_OK, std::string(cc1d_last_error()));
+  });
 }
 
 }  // namespace cc1d_test

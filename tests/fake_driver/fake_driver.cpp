@@ -138,6 +138,14 @@ FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, int device)
   }
 }
 
+FAKE_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, int device) {
+  if (CUresult r = fake::stub_or_uninit()) return r;
+  if (bytes == nullptr) return FAKE_CUDA_ERROR_INVALID_VALUE;
+  if (!config().has_device(device)) return FAKE_CUDA_ERROR_INVALID_DEVICE;
+  *bytes = static_cast<size_t>(config().memory_mib) << 20;
+  return FAKE_CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuDeviceGetName(char* name, int len, int device) {
   if (CUresult r = fake::stub_or_uninit()) return r;
   if (name == nullptr || len <= 0) return FAKE_CUDA_ERROR_INVALID_VALUE;

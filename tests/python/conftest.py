@@ -5,13 +5,16 @@ Run against an installed package (`pip install .`), or against the source tree w
 The header line printed by pytest says which package and which libcc1d were loaded.
 """
 
+import os
 import zlib
+from pathlib import Path
 
 import pytest
 import torch
 
 import causal_conv1d
-from causal_conv1d import _diag, _dispatch, _lib, _ops
+from causal_conv1d import _diag, _dispatch, _lib, _ops, _torch_lib
+from helpers import build_artifact
 
 
 def pytest_report_header(config):
@@ -21,7 +24,7 @@ def pytest_report_header(config):
         f"causal_conv1d {causal_conv1d.__version__} from {causal_conv1d.__file__}",
         f"libcc1d: {where}",
         f"torch {torch.__version__} (cuda {torch.version.cuda}, available: {torch.cuda.is_available()}); "
-        f"custom op: {_ops.USE_CUSTOM_OP}",
+        f"ops: {_ops.mode('fwd')}",
     ]
 
 
@@ -52,6 +55,14 @@ def lib():
 
 
 @pytest.fixture
+def python_dispatch():
+    """The test simulates a failure inside Python's dispatch (_dispatch.run, Library.call),
+    which the ops of cc1d_torch (CAUSAL_CONV1D_TORCH_LIBRARY) do in C++ instead."""
+    if _torch_lib.status()["loaded"]:
+        pytest.skip("simulates a failure inside Python's _dispatch; cc1d_torch's ops dispatch in C++")
+
+
+@pytest.fixture
 def fresh_dispatch():
     """Forget cached availability and emitted warnings, before and after the test."""
     _dispatch._clear_caches()
@@ -59,3 +70,23 @@ def fresh_dispatch():
     yield
     _dispatch._clear_caches()
     _diag._reset_warnings()
+
+
+
+@pytest.fixture
+def fake_driver():
+    """The test-only fake libcuda (tests/fake_driver/) of the CMake build."""
+    path = build_artifact("fake_driver/libcuda.so.1")
+    if path is None:
+        pytest.skip("the fake libcuda is not built (cmake --build build/cmake builds fake_driver/libcuda.so.1)")
+    return path
+
+
+@pytest.fixture
+def cc1d_torch_path():
+    """The libtorch op library of the CMake build (CAUSAL_CONV1D_TORCH_LIBRARY when set)."""
+    env = os.environ.get("CAUSAL_CONV1D_TORCH_LIBRARY", "").strip()
+    path = Path(env) if env and env.lower() not in ("0", "off") else build_artifact("libcc1d_torch.so")
+    if path is None or not path.exists():
+        pytest.skip("cc1d_torch is not built (configure CMake with -DCC1D_TORCH_PYTHON=<python with torch>)")
+    return path

@@ -1,4 +1,10 @@
-"""Input builders shared by the tests: layouts, dtype pairs, devices and backends."""
+"""Input builders shared by the tests: layouts, dtype pairs, devices and backends; the CMake
+build's artefacts; child Python processes."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -93,3 +99,32 @@ def nan_like_states(B, D, W, dtype, layout, device="cpu"):
     if layout == "cf":
         return torch.full((B, D, W - 1), float("nan"), dtype=dtype, device=device)
     return torch.full((B, W - 1, D), float("nan"), dtype=dtype, device=device).transpose(1, 2)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_artifact(relative: str):
+    """A file of the CMake build this libcc1d comes from: beside CAUSAL_CONV1D_LIBRARY, else in
+    build/cmake (what `make cpp-test` builds). None when absent."""
+    dirs = []
+    if os.environ.get("CAUSAL_CONV1D_LIBRARY"):
+        dirs.append(Path(os.environ["CAUSAL_CONV1D_LIBRARY"]).resolve().parent)
+    dirs.append(REPO / "build" / "cmake")
+    for d in dirs:
+        if (d / relative).exists():
+            return d / relative
+    return None
+
+
+def run_python(code: str = None, env: dict = None, timeout: int = 300, args=()) -> subprocess.CompletedProcess:
+    """`python -c code` (or `python <args>`) in a child with this environment plus `env` (a None
+    value unsets); the shell's backend and strict settings are dropped."""
+    full = {k: v for k, v in os.environ.items() if k not in ("CAUSAL_CONV1D_BACKEND", "CAUSAL_CONV1D_STRICT")}
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = str(v)
+    cmd = [sys.executable, *(args or ("-c", code))]
+    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout)

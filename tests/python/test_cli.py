@@ -1,4 +1,5 @@
-"""The command line: `causal-conv1d report | demo | --version` and `python -m causal_conv1d`."""
+"""The command line: `causal-conv1d report | doctor | demo | --version`, `python -m causal_conv1d`, and
+its errors: one line each, naming the fix."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import causal_conv1d
 from causal_conv1d import cli
@@ -92,3 +94,74 @@ def test_console_script():
         pytest.skip("the package is not pip-installed in this environment (no causal-conv1d script)")
     r = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.startswith("causal-conv1d ")
+
+
+# ---- every error is one line naming the fix ---------------------------------------------------
+
+
+def _one_line_error(capsys, argv, rc_expected):
+    rc = cli.main(argv)
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert rc == rc_expected, out
+    assert len(lines) == 1 and "Traceback" not in out.err, out.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["bogus"], ["invalid choice: 'bogus'", "doctor", "see 'causal-conv1d --help'"]),
+    (["demo", "--bogus"], ["unrecognized arguments: --bogus"]),
+    (["demo", "--backend", "gpu"], ["argument --backend: invalid choice: 'gpu'", "nvrtc", "emulate",
+                                    "see 'causal-conv1d demo --help'"]),
+    (["demo", "--width", "9"], ["argument --width: expected 1..8, got 9"]),
+    (["demo", "--width", "four"], ["argument --width: expected an integer, got 'four'"]),
+    (["demo", "--seqlen", "0"], ["argument --seqlen: expected >= 1, got 0"]),
+    (["demo", "--dtype", "fp64"], ["argument --dtype: invalid choice: 'fp64'"]),
+])
+def test_usage_errors_are_one_line(capsys, argv, needles):
+    line = _one_line_error(capsys, argv, 2)
+    assert line.startswith("causal-conv1d: error: ")
+    for n in needles:
+        assert n in line, line
+
+
+def test_no_cuda_device_is_one_line(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    line = _one_line_error(capsys, ["demo", "--device", "cuda"], 1)
+    assert line.startswith("causal-conv1d demo: DemoError: no CUDA device: ")
+    assert "run 'causal-conv1d doctor'" in line and "--device cpu" in line
+
+
+def test_a_bad_device_is_one_line(capsys):
+    line = _one_line_error(capsys, ["demo", "--device", "tpu:7"], 1)
+    assert "--device 'tpu:7'" in line and "cpu or cuda[:N]" in line
+
+
+def test_a_backend_that_cannot_serve_is_one_line(capsys, lib):
+    line = _one_line_error(capsys, ["demo", "--device", "cpu", "--backend", "nvrtc", "--dim", "8", "--seqlen", "16"], 1)
+    assert line.startswith("causal-conv1d demo: BackendUnavailableError: ")
+    assert "backend 'nvrtc' (requested by --backend) cannot serve cpu" in line
+
+
+def test_traceback_flag_shows_the_stack(capsys, lib):
+    argv = ["demo", "--device", "cpu", "--backend", "nvrtc", "--dim", "8", "--seqlen", "16"]
+    for flags in (["--traceback"] + argv, argv + ["--traceback"]):
+        with pytest.raises(causal_conv1d.BackendUnavailableError, match="requested by --backend"):
+            cli.main(flags)
+
+
+def test_demo_says_requested_by_backend_flag(lib):
+    r = _run("demo", "--device", "cpu", "--backend", "cpu", "--batch", "1", "--dim", "8", "--seqlen", "40",
+             "--runs", "1")
+    assert r.returncode == 0, r.stderr
+    assert "backend: cpu (requested by --backend: libcc1d CPU kernels)" in r.stdout
+
+
+def test_commands_are_modules():
+    """cli.py only parses and dispatches: each command is _cmd_<name>.py with HELP, add_arguments, run."""
+    import importlib
+
+    for name in cli.COMMANDS:
+        m = importlib.import_module(f"causal_conv1d._cmd_{name}")
+        assert m.HELP and callable(m.add_arguments) and callable(m.run)

@@ -141,7 +141,7 @@ def test_meta_tensors_give_meta_outputs_without_warning(xw, fresh_dispatch):
 
 
 @pytest.fixture
-def cpu_unavailable(lib, monkeypatch, fresh_dispatch):
+def cpu_unavailable(lib, monkeypatch, fresh_dispatch, python_dispatch):
     """Make libcc1d's plans report the cpu backend unavailable with a given reason."""
     reasons = {"cpu": "simulated: the cpu backend is switched off for this test"}
     real = lib.plan
@@ -196,7 +196,7 @@ def test_forced_backend_that_cannot_serve_raises(cpu_unavailable, xw):
             causal_conv1d_fn(x, w)
 
 
-def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch):
+def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
     """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
     auto moves on to aten (with a warning) and remembers it."""
     x, w = xw
@@ -220,7 +220,7 @@ def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatc
         causal_conv1d_fn(x, w, backend="cpu")
 
 
-def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch):
+def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
     """A CUDA/internal error from the library propagates; it is not hidden by a fallback."""
     x, w = xw
 

@@ -1,5 +1,5 @@
 """torch integration: the causal_conv1d::fwd custom op (opcheck), torch.compile(fullgraph=True),
-autograd against the float64 reference's gradients, and the plain path for torch < 2.4."""
+autograd against the float64 reference's gradients, and the torch.library.Library path of torch < 2.4."""
 
 import json
 import os
@@ -10,11 +10,12 @@ import pytest
 import torch
 
 import causal_conv1d
-from causal_conv1d import _ops, causal_conv1d_fn
+from causal_conv1d import causal_conv1d_fn
 from helpers import make_seq_idx, make_states, make_x, randn
 from reference import reference, reference_final_states
 
-needs_custom_op = pytest.mark.skipif(not _ops.USE_CUSTOM_OP, reason="torch.library.custom_op needs torch >= 2.4")
+needs_opcheck = pytest.mark.skipif(not hasattr(torch.library, "opcheck"),
+                                   reason="torch.library.opcheck needs torch >= 2.4")
 
 
 def _opcheck_args(gen, layout, with_optional, requires_grad, width=4):
@@ -29,7 +30,7 @@ def _opcheck_args(gen, layout, with_optional, requires_grad, width=4):
     return (x, w, b, seq, init, True, True, "")
 
 
-@needs_custom_op
+@needs_opcheck
 @pytest.mark.parametrize("backend", ["", "aten"])
 @pytest.mark.parametrize("case", ["plain-cf", "plain-cl-grad", "all-cf-grad", "all-cl", "all-cl-grad-w1"])
 def test_opcheck(case, backend, gen):
@@ -39,7 +40,6 @@ def test_opcheck(case, backend, gen):
     torch.library.opcheck(torch.ops.causal_conv1d.fwd.default, tuple(args))
 
 
-@needs_custom_op
 def test_op_schema_is_functional():
     schema = torch.ops.causal_conv1d.fwd.default._schema
     assert not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
@@ -48,7 +48,6 @@ def test_op_schema_is_functional():
     assert len(schema.returns) == 2
 
 
-@needs_custom_op
 def test_fake_outputs_match_real_layouts(gen):
     """The fake implementation allocates exactly what the real one returns (shapes and strides)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -64,7 +63,6 @@ def test_fake_outputs_match_real_layouts(gen):
             assert (tuple(r.shape), r.stride(), r.dtype) == (tuple(f.shape), f.stride(), f.dtype), layout
 
 
-@needs_custom_op
 @pytest.mark.slow
 def test_compile_fullgraph_cpu(gen):
     """One case through inductor: the op is traced opaquely, no graph break."""
@@ -87,7 +85,6 @@ def test_compile_fullgraph_cpu(gen):
     assert causal_conv1d.last_backend().backend == "cpu"
 
 
-@needs_custom_op
 def test_compile_fullgraph_backward_aot_eager(gen):
     """Forward and backward traced by AOTAutograd (aot_eager: no C++ compile), fullgraph."""
     B, D, L, W = 2, 8, 20, 3
@@ -161,8 +158,9 @@ def test_gradient_without_final_states_and_partial_requires_grad(gen):
 
 
 def test_no_custom_op_path_subprocess(gen):
-    """CAUSAL_CONV1D_NO_CUSTOM_OP=1 exercises the torch < 2.4 path (plain function +
-    autograd.Function): forward and gradients agree with the custom-op path of this process."""
+    """CAUSAL_CONV1D_NO_CUSTOM_OP=1 exercises the torch < 2.4 path (torch.library.Library define,
+    impl, fake and Autograd kernel): forward and gradients agree with the custom-op path of this
+    process."""
     code = r"""
 import json, torch, causal_conv1d
 from causal_conv1d import _ops

@@ -144,7 +144,10 @@ typedef enum cc1d_device_type { CC1D_DEVICE_CPU = 0, CC1D_DEVICE_CUDA = 1 } cc1d
  *  AUTO     CAUSAL_CONV1D_BACKEND if set, else: host tensors -> cpu, then aten;
  *           CUDA tensors -> nvrtc, then aten, then cpu through host copies.
  *  ATEN     served by the host framework (torch ops in Python, the ATen reference of the
- *           optional libtorch op library); libcc1d lists it in plans but never runs it. */
+ *           optional libtorch op library); libcc1d lists it in plans but never runs it. An op
+ *           called with ATEN validates every argument, then fails with
+ *           CC1D_ERR_BACKEND_UNAVAILABLE (or returns CC1D_OK when there is nothing to compute):
+ *           hosts validate this way before running their reference. */
 typedef enum cc1d_backend {
   CC1D_BACKEND_AUTO = 0,
   CC1D_BACKEND_CPU = 1,     /* native multi-threaded C++ kernels, host memory */
@@ -371,6 +374,30 @@ CC1D_API cc1d_status cc1d_precompile(const cc1d_precompile_args* args, char** ma
 
 /* Releases a string that libcc1d allocated for the caller (NULL is fine). */
 CC1D_API void cc1d_free(void* p);
+/* The outcome of cc1d_self_test. */
+typedef struct cc1d_self_test_result {
+  uint32_t struct_size; /* sizeof(cc1d_self_test_result), set by the caller */
+  int32_t backend;      /* the backend that ran (cc1d_backend) */
+  int32_t passed;       /* 1: every output within tolerance * (|reference| + 1) */
+  int32_t runs;         /* timed calls after the first */
+  int64_t elements;     /* outputs compared */
+  int64_t mismatches;   /* outputs outside the tolerance (a NaN counts) */
+  double max_abs_error;
+  double tolerance;
+  double first_ms;      /* the first call: compiles, or loads from the cache, on the nvrtc backend */
+  double median_ms;     /* the median of the timed calls */
+} cc1d_self_test_result;
+
+/* Runs the forward once on one device through `backend` (AUTO: the first candidate of the
+ * dispatch plan that libcc1d runs itself), compares every output with a float64 reference
+ * computed on the host, and times it. The case is fixed: fp32, batch 2, dim 96, seqlen 300,
+ * width 4, bias, silu, random inputs from a fixed seed. On a CUDA device the tensors live in
+ * device memory allocated through the driver for the test (the only place libcc1d allocates or
+ * copies device memory), launches go to the legacy default stream and each call is
+ * synchronised. A backend that cannot serve the device fails as an op would
+ * (CC1D_ERR_BACKEND_UNAVAILABLE, with the reason); a wrong result is CC1D_OK with passed = 0. */
+CC1D_API cc1d_status cc1d_self_test(int32_t backend, int32_t device_type, int32_t device_index,
+                                    cc1d_self_test_result* result);
 
 /* Writes a JSON report (versions, torch facts, ops, devices, driver, NVRTC candidates with the
  * reason each was accepted or rejected, backend decisions, caches) into buf. If buf is too

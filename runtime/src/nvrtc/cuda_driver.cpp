@@ -46,6 +46,21 @@ bool resolve(Resolver& r, F& slot, const char* name, const char* exported,
   return slot != nullptr;
 }
 
+// A resolver over `lib`: cuGetProcAddress_v2, else cuGetProcAddress, else plain dlsym.
+Resolver make_resolver(const DynLib& lib, int driver_version) {
+  Resolver r{lib};
+  r.v2 = reinterpret_cast<GetProcV2>(lib.symbol("cuGetProcAddress_v2"));
+  if (r.v2 == nullptr) r.v1 = reinterpret_cast<GetProcV1>(lib.symbol("cuGetProcAddress"));
+  if (driver_version > 0 && driver_version < kApiVersion) r.version = driver_version;
+  return r;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 const char* kInstallHint =
     "install the NVIDIA driver, or in a container run with the NVIDIA Container Toolkit "
     "(docker --gpus all) so libcuda.so.1 is mounted";
@@ -115,6 +130,21 @@ CUcontext CudaDriver::primary_context(int ordinal) {
   return ctx;
 }
 
+const CudaMemoryApi& CudaDriver::memory_api() {
+  std::call_once(memory_once_, [this] {
+    Resolver r = make_resolver(*lib_, version_);
+    std::vector<std::string> missing;
+#define CC1D_CUDA_FN(name, sym, ret, params) resolve(r, memory_.name, #name, #sym, &missing);
+#include "nvrtc/cuda_memory_api.def"
+#undef CC1D_CUDA_FN
+    memory_missing_ = join(missing);
+  });
+  if (!memory_missing_.empty())
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "CUDA driver " + path() + " lacks " + memory_missing_ +
+                                           "; update the NVIDIA driver");
+  return memory_;
+}
+
 ContextGuard::ContextGuard(const CudaDriver& driver, CUcontext ctx) : driver_(driver) {
   driver_.check(driver_.api().cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
 }
@@ -138,25 +168,19 @@ DriverProbe probe_cuda_driver_at(const std::string& path) {
                  kInstallHint;
     return out;
   }
-  Resolver r{*lib};
-  r.v2 = reinterpret_cast<GetProcV2>(lib->symbol("cuGetProcAddress_v2"));
-  if (r.v2 == nullptr) r.v1 = reinterpret_cast<GetProcV1>(lib->symbol("cuGetProcAddress"));
   // cuDriverGetVersion works before cuInit and tells which signatures to ask for.
   CudaDriverApi api;
   api.cuDriverGetVersion = reinterpret_cast<decltype(api.cuDriverGetVersion)>(lib->symbol("cuDriverGetVersion"));
   int version = 0;
-  if (api.cuDriverGetVersion != nullptr && api.cuDriverGetVersion(&version) == kCudaSuccess &&
-      version > 0 && version < kApiVersion)
-    r.version = version;
+  if (api.cuDriverGetVersion == nullptr || api.cuDriverGetVersion(&version) != kCudaSuccess) version = 0;
+  Resolver r = make_resolver(*lib, version);
 
   std::vector<std::string> missing;
 #define CC1D_CUDA_FN(name, sym, ret, params) resolve(r, api.name, #name, #sym, &missing);
 #include "nvrtc/cuda_api.def"
 #undef CC1D_CUDA_FN
   if (!missing.empty()) {
-    std::string names;
-    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-    out.reason = "CUDA driver " + lib->path() + " lacks " + names +
+    out.reason = "CUDA driver " + lib->path() + " lacks " + join(missing) +
                  " (a driver older than CUDA 11, or not a CUDA driver); update the NVIDIA driver";
     return out;
   }

@@ -25,6 +25,7 @@ using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
 using CUstream = CUstream_st*;
+using CUdeviceptr = unsigned long long;
 
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorNotInitialized = 3;
@@ -46,6 +47,13 @@ struct CudaDriverApi {
 #undef CC1D_CUDA_FN
 };
 
+// Device memory entry points (cuda_memory_api.def), for the self-test only.
+struct CudaMemoryApi {
+#define CC1D_CUDA_FN(name, sym, ret, params) ret(*name) params = nullptr;
+#include "nvrtc/cuda_memory_api.def"
+#undef CC1D_CUDA_FN
+};
+
 class CudaDriver {
  public:
   CudaDriver(std::shared_ptr<DynLib> lib, CudaDriverApi api, int version, std::string resolver);
@@ -62,6 +70,9 @@ class CudaDriver {
   // The device's primary context (the one torch and the runtime API use), retained on first
   // use and kept for the life of the process. Thread-safe.
   CUcontext primary_context(int ordinal);
+  // The device memory entry points, resolved on first call (the launch path never asks for
+  // them). Throws CC1D_ERR_BACKEND_UNAVAILABLE naming any the driver lacks. Thread-safe.
+  const CudaMemoryApi& memory_api();
 
  private:
   std::shared_ptr<DynLib> lib_;
@@ -70,6 +81,9 @@ class CudaDriver {
   std::string resolver_;
   std::mutex ctx_mu_;
   std::vector<CUcontext> contexts_;
+  std::once_flag memory_once_;
+  CudaMemoryApi memory_;
+  std::string memory_missing_;
 };
 
 // Outcome of loading the driver: a usable driver, or the one-line reason it is unavailable.

@@ -27,15 +27,18 @@ GpuEnv query_gpu_env(DriverProbe probe) {
     d.ordinal = i;
     CUdevice dev = 0;
     int major = 0, minor = 0;
+    size_t mem = 0;
     char name[256] = {0};
     if ((r = api.cuDeviceGet(&dev, i)) != kCudaSuccess ||
         (r = api.cuDeviceGetAttribute(&major, kAttrCcMajor, dev)) != kCudaSuccess ||
         (r = api.cuDeviceGetAttribute(&minor, kAttrCcMinor, dev)) != kCudaSuccess ||
-        (r = api.cuDeviceGetAttribute(&d.sm_count, kAttrSmCount, dev)) != kCudaSuccess) {
+        (r = api.cuDeviceGetAttribute(&d.sm_count, kAttrSmCount, dev)) != kCudaSuccess ||
+        (r = api.cuDeviceTotalMem(&mem, dev)) != kCudaSuccess) {
       env.devices_error += "device " + std::to_string(i) + ": " + drv.describe(r) + "; ";
       d.sm = 0;  // kept, so ordinals stay aligned; unusable
     } else {
       d.sm = major * 10 + minor;
+      d.memory_bytes = mem;
     }
     if (api.cuDeviceGetName(name, (int)sizeof name - 1, dev) == kCudaSuccess) d.name = name;
     env.devices.push_back(d);
@@ -61,7 +64,8 @@ std::string gpu_env_json(const GpuEnv& env) {
     const DeviceInfo& dev = env.devices[i];
     j += std::string(i ? ", " : "") + "{\"index\": " + std::to_string(dev.ordinal) +
          ", \"name\": " + json_quote(dev.name) + ", \"sm\": " + std::to_string(dev.sm) +
-         ", \"sm_count\": " + std::to_string(dev.sm_count) + "}";
+         ", \"sm_count\": " + std::to_string(dev.sm_count) +
+         ", \"memory_bytes\": " + std::to_string(dev.memory_bytes) + "}";
   }
   j += "]";
   if (!env.devices_error.empty()) j += ", \"devices_error\": " + json_quote(env.devices_error);

@@ -14,6 +14,7 @@ struct DeviceInfo {
   std::string name;
   int sm = 0;        // major*10 + minor
   int sm_count = 0;  // multiprocessors
+  unsigned long long memory_bytes = 0;  // cuDeviceTotalMem
 };
 
 struct GpuEnv {
@@ -28,7 +29,8 @@ GpuEnv query_gpu_env();
 // Lists the devices of an already probed driver.
 GpuEnv query_gpu_env(DriverProbe probe);
 
-// {"path", "requested", "tried", "cuda_version", "resolver", "available", "reason", "devices"}.
+// {"path", "requested", "tried", "cuda_version", "resolver", "available", "reason", "devices"}
+// (each device: index, name, sm, sm_count, memory_bytes).
 std::string gpu_env_json(const GpuEnv& env);
 
 // torch.version.cuda's major from cc1d_set_torch_info, 0 if unknown or CPU-only torch.
