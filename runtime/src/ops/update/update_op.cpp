@@ -167,7 +167,8 @@ static void (*const update_host_kernels)(std::vector<emu::HostKernel>&) = emu::a
 static void (*const update_host_kernels)(std::vector<emu::HostKernel>&) = nullptr;
 #endif
 
-const OpEntry kUpdateOp{CC1D_OP_UPDATE, "update", update_cpu, plan_update, all_update_kernels, update_host_kernels};
+const OpEntry kUpdateOp{CC1D_OP_UPDATE, "update", update_cpu, one_launch<plan_update>, all_update_kernels,
+                        update_host_kernels};
 
 }  // namespace cc1d
 
