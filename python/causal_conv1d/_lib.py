@@ -71,7 +71,7 @@ BACKEND_IDS = {"auto": 0, "cpu": 1, "nvrtc": 2, "emulate": 3, "aten": 4}
 BACKEND_NAMES = {v: k for k, v in BACKEND_IDS.items()}
 
 # cc1d_op, by name (cc1d_op_name must agree)
-OP_IDS = {"fwd": 0, "update": 1}
+OP_IDS = {"fwd": 0, "update": 1, "bwd": 2}
 
 # cc1d_source
 SOURCE_NAMES = {0: "argument", 1: "CAUSAL_CONV1D_BACKEND", 2: "default"}

@@ -93,3 +93,16 @@ def nan_like_states(B, D, W, dtype, layout, device="cpu"):
     if layout == "cf":
         return torch.full((B, D, W - 1), float("nan"), dtype=dtype, device=device)
     return torch.full((B, W - 1, D), float("nan"), dtype=dtype, device=device).transpose(1, 2)
+
+
+def make_bwd_case(gen, device, layout, xd, wd, W, L, D, *, bias, seq, init, dfinal, state_layout="cl", B=2):
+    """x, weight, bias, seq_idx, initial_states, dout (x's layout) and dfinal_states (the
+    states' layout) of one backward case; optional parts None unless asked."""
+    x = make_x(B, D, L, xd, layout, gen, device)
+    w = randn((D, W), gen, wd, device) * 0.5
+    b = randn((D,), gen, wd, device) if bias else None
+    s = make_seq_idx(B, L, gen, device) if seq else None
+    i = make_states(B, D, W, xd, state_layout, gen, device) if init else None
+    dout = make_x(B, D, L, xd, layout, gen, device)
+    df = make_states(B, D, W, xd, state_layout, gen, device) if dfinal else None
+    return x, w, b, s, i, dout, df
