@@ -44,10 +44,6 @@ bool vec_aligned(const TensorRef& t, int elems) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
 }
 
-void copy_strides(long long* dst, const TensorRef& t, int n) {
-  for (int i = 0; i < n; ++i) dst[i] = t.strides[i];
-}
-
 unsigned grid_for(int64_t items) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(ceil_div(items, kBwdThreads), 1), 4096));
 }
