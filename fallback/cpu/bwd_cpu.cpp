@@ -22,7 +22,7 @@ namespace {
 
 constexpr int64_t kTimeTile = 2048;  // time-major: steps per tile
 constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
-constexpr int64_t kCLChanTile = 64;  // channel-major: channels per item
+constexpr int64_t kCLChanTile = 128;  // channel-major: channels per item
 constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
 
 // g[i] *= silu'(z[i]) = s (1 + z (1 - s)), s = sigmoid(z); 4 lanes at a time (convert.h's exp).
@@ -119,15 +119,23 @@ struct RowTile {
   }
 };
 
+// A worker's tile buffers, allocated once per range of items.
+struct RowBuffers {
+  std::vector<float> x, z, g, dx;
+  std::vector<int> seg;
+  explicit RowBuffers(int W)
+      : x(kTimeTile + W - 1), z(kTimeTile), g(kTimeTile + W - 1), dx(kTimeTile), seg(kTimeTile + 2 * (W - 1)) {}
+};
+
 template <int W, bool SEQ>
-void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums) {
+void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers& buf) {
   const TensorRef &xt = p.x, &dt = p.dout;
   float w[W];
   gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
   const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
   const GatherFn gx = gather_fn(p.x_dtype);
-  std::vector<float> x(kTimeTile + W - 1), z(kTimeTile), g(kTimeTile + W - 1), dx(kTimeTile);
-  std::vector<int> seg(SEQ ? kTimeTile + 2 * (W - 1) : 0);
+  std::vector<float>&x = buf.x, &z = buf.z, &g = buf.g, &dx = buf.dx;
+  std::vector<int>& seg = buf.seg;
   float carry[W > 1 ? W - 1 : 1] = {};  // g after the tile: 0 beyond seqlen
   float dw[W][kLanes] = {}, db[kLanes] = {};
   for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
@@ -175,13 +183,24 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums) {
 // ---- channel-major: one (batch, channel tile), vectorised over channels --------------------
 // Rows of nc channels: x rows j <-> time t0-(W-1)+j (nt+W-1 rows), g rows i <-> time t0+i (nt,
 // then the W-1 carried rows).
+struct TileBuffers {
+  std::vector<float> w, bias, x, z, g, carry, dw, db, a;
+  explicit TileBuffers(int W)
+      : w(W * kCLChanTile), bias(kCLChanTile), x((kCLTimeTile + W - 1) * kCLChanTile), z(kCLChanTile),
+        g((kCLTimeTile + W - 1) * kCLChanTile), carry((W - 1) * kCLChanTile), dw(W * kCLChanTile),
+        db(kCLChanTile), a(kCLChanTile) {}
+};
+
 template <int W>
-void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& out) {
+void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& out, TileBuffers& buf) {
   const GatherFn gx = gather_fn(p.x_dtype), gw = gather_fn(p.w_dtype);
   const ScatterFn sx = scatter_fn(p.x_dtype);
-  const int64_t rows = kCLTimeTile + W - 1;
-  std::vector<float> w(W * nc), bias(nc, 0.f), x(rows * nc), z(nc), g(rows * nc), carry((W - 1) * nc, 0.f);
-  std::vector<float> dw(W * nc, 0.f), db(nc, 0.f), a(nc);
+  std::vector<float>&w = buf.w, &bias = buf.bias, &x = buf.x, &z = buf.z, &g = buf.g, &carry = buf.carry;
+  std::vector<float>&dw = buf.dw, &db = buf.db, &a = buf.a;
+  std::fill(bias.begin(), bias.end(), 0.f);
+  std::fill(carry.begin(), carry.end(), 0.f);
+  std::fill(dw.begin(), dw.end(), 0.f);
+  std::fill(db.begin(), db.end(), 0.f);
   for (int k = 0; k < W; ++k)
     gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &w[k * nc]);
   if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
@@ -206,7 +225,7 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
       }
       gx(p.dout.data, b * p.dout.strides[0] + c0 * p.dout.strides[1] + t * p.dout.strides[2], p.dout.strides[1], nc, gi);
       if (!p.silu) continue;
-      std::copy(bias.begin(), bias.end(), z.begin());
+      std::copy(bias.begin(), bias.begin() + nc, z.begin());
       for (int k = 0; k < W; ++k) {
         if (seq(t - (W - 1) + k) != cur) continue;
         const float *xr = &x[(i + k) * nc], *wr = &w[k * nc];
@@ -214,13 +233,15 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
       }
       mul_silu_grad(z.data(), gi, nc);
     }
-    std::copy(carry.begin(), carry.end(), g.begin() + nt * nc);
+    std::copy(carry.begin(), carry.begin() + (W - 1) * nc, g.begin() + nt * nc);
     // dx at t0+i for i in [0, nt), and in the first tile dinitial_states at -(W-1)..-1.
     for (int64_t i = nt - 1; i >= (t0 == 0 ? -(W - 1) : 0); --i) {
       const int64_t s = t0 + i;
       if (s >= 0 ? !p.dx.present() : !p.dinitial_states.present()) continue;
       const int cur = seq(s);
-      for (int64_t q = 0; q < nc; ++q) a[q] = dfinal_at(p, b, c0 + q, s);
+      std::fill(a.begin(), a.begin() + nc, 0.f);
+      if (p.dfinal_states.present() && s >= p.seqlen - (W - 1))
+        for (int64_t q = 0; q < nc; ++q) a[q] = dfinal_at(p, b, c0 + q, s);
       for (int k = 0; k < W; ++k) {
         const int64_t r = i + W - 1 - k;  // the output this tap feeds
         if (r < 0 || seq(t0 + r) != cur) continue;
@@ -252,11 +273,13 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
   }
 }
 
+using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, float*, RowBuffers&);
+using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, Sums&, TileBuffers&);
 template <int... Ws>
 struct Table {
-  static constexpr void (*row[])(const BwdProblem&, int64_t, int64_t, float*) = {bwd_row<Ws, false>...};
-  static constexpr void (*row_seq[])(const BwdProblem&, int64_t, int64_t, float*) = {bwd_row<Ws, true>...};
-  static constexpr void (*channels[])(const BwdProblem&, int64_t, int64_t, int64_t, Sums&) = {bwd_channels<Ws>...};
+  static constexpr RowFn row[] = {bwd_row<Ws, false>...};
+  static constexpr RowFn row_seq[] = {bwd_row<Ws, true>...};
+  static constexpr TileFn channels[] = {bwd_channels<Ws>...};
 };
 using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 
@@ -286,15 +309,18 @@ void bwd_cpu(const Problem& problem) {
   sums.slots.assign(static_cast<size_t>(p.batch * p.dim * (W + 1)), 0.f);
   if (p.time_major) {
     const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
-    parallel_for(p.batch * p.dim, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) row(p, r / p.dim, r % p.dim, sums.at(p, r / p.dim, r % p.dim));
+    // Rows in groups of about 32 K steps, so the buffers are set up once per group.
+    parallel_for(p.batch * p.dim, std::max<int64_t>(1, 32768 / p.seqlen), [&](int64_t begin, int64_t end) {
+      RowBuffers buf(W);
+      for (int64_t r = begin; r < end; ++r) row(p, r / p.dim, r % p.dim, sums.at(p, r / p.dim, r % p.dim), buf);
     });
   } else {
     const int64_t tiles = (p.dim + kCLChanTile - 1) / kCLChanTile;
     parallel_for(p.batch * tiles, 1, [&](int64_t begin, int64_t end) {
+      TileBuffers buf(W);
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / tiles, c0 = (item % tiles) * kCLChanTile;
-        Kernels::channels[W - 1](p, b, c0, std::min(kCLChanTile, p.dim - c0), sums);
+        Kernels::channels[W - 1](p, b, c0, std::min(kCLChanTile, p.dim - c0), sums, buf);
       }
     });
   }
