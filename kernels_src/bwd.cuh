@@ -17,7 +17,8 @@
 // 16 bytes of x (4 fp32 or 8 fp16/bf16 steps), loaded as one vector on the unit-stride path. The
 // left halo of x and the right halo of g (carried from the later chunk, so silu is recomputed once)
 // go through shared memory. The block then reduces dweight and dbias in a fixed order.
-// Channel layout: a thread walks its channel backwards over a segment with sliding windows.
+// Channel layout: a thread walks its channel backwards over a segment (and W-1 steps of halo)
+// with sliding windows.
 #pragma once
 #include "bwd_params.h"
 #include "cc1d_types.cuh"
@@ -64,7 +65,7 @@ CC1D_HD float bwd_dout(const BwdParams& p, long long b, long long c, long long t
   return load_as_float<TX>(p.dout, b * p.dout_stride[0] + c * p.dout_stride[1] + t * p.dout_stride[2]);
 }
 
-// g(t) read and recomputed from global memory, for the halo a walk starts with.
+// g(t) read and recomputed from global memory, for the halo the time layouts' walk starts with.
 template <typename TX, int W>
 CC1D_HD float bwd_g_at(const BwdParams& p, const float (&w)[W], float bias, long long b, long long c,
                        long long t) {
@@ -74,7 +75,6 @@ CC1D_HD float bwd_g_at(const BwdParams& p, const float (&w)[W], float bias, long
   const float d = bwd_dout<TX>(p, b, c, t);
   if (!p.silu) return d;
   float z = bias;
-#pragma unroll 1
   for (int k = 0; k < W; ++k)
     if (bwd_seq(p, b, t - (W - 1) + k) == cur) z += w[k] * bwd_x<TX>(p, W, b, c, t - (W - 1) + k);
   return d * silu_grad(z);
@@ -229,8 +229,8 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
       // x at s = tid - (W-1) < 0 (token 0's segment) reaches outputs 0..tid.
       const int cur = has_seq ? st[W - 1] : 0;
       float a = 0.f;
-      for (int k = 0; k <= tid; ++k)
-        a += (!has_seq || st[W - 1 + tid - k] == cur) ? w[k] * gt[tid - k] : 0.f;
+      for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
+        if (k <= tid) a += (!has_seq || st[W - 1 + tid - k] == cur) ? w[k] * gt[tid - k] : 0.f;
       a += bwd_dfinal<TX>(p, W, b, c, tid - (W - 1));
       static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + tid * p.dinit_stride[2]] =
           from_float<TX>(a);
@@ -242,8 +242,9 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
                         smem + bwd_smem_red2(C, W));
 }
 
-// CHANNEL layout: thread = channel; it walks its segment backwards (down to -(W-1) in the first
-// segment, for dinitial_states) with windows indexed o <-> time t-(W-1)+o.
+// CHANNEL layout: thread = channel; it walks its segment backwards with windows indexed
+// o <-> time t-(W-1)+o. The walk starts W-1 steps after the segment (g there is dx's halo: it
+// is computed, not accumulated) and, in the first segment, ends at -(W-1) for dinitial_states.
 template <typename TX, typename TW, int W>
 CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, long long seg) {
   const long long c = cb * kBwdThreads + threadIdx.x;
@@ -252,18 +253,19 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
   bwd_load_weights<TW, W>(p, c, w, bias);
   const long long t0 = seg * p.segment_len;
   const long long t1 = t0 + p.segment_len < p.seqlen ? t0 + p.segment_len : p.seqlen;
+  const long long t_start = t1 + (W - 2) < p.seqlen - 1 ? t1 + (W - 2) : p.seqlen - 1;
   float xw[W];          // x(t-(W-1)+o), o < W
-  float gw[2 * W - 1];  // g(t-(W-1)+o), o >= W-1
+  float gw[2 * W - 1];  // g(t-(W-1)+o), o >= W-1 (0 beyond the walk's start: past seqlen or not needed)
   int sw[2 * W - 1];    // seq(t-(W-1)+o)
-  for (int o = 0; o < W; ++o) xw[o] = bwd_x<TX>(p, W, b, c, t1 - (W - 1) + o);
   for (int o = 0; o < 2 * W - 1; ++o) {
-    sw[o] = bwd_seq(p, b, t1 - (W - 1) + o);
-    gw[o] = o >= W - 1 ? bwd_g_at<TX, W>(p, w, bias, b, c, t1 - (W - 1) + o) : 0.f;
+    if (o < W) xw[o] = bwd_x<TX>(p, W, b, c, t_start + 1 - (W - 1) + o);
+    sw[o] = bwd_seq(p, b, t_start + 1 - (W - 1) + o);
+    gw[o] = 0.f;
   }
   float dw[W], db = 0.f;
   for (int k = 0; k < W; ++k) dw[k] = 0.f;
   const long long t_stop = t0 == 0 ? -(W - 1) : t0;
-  for (long long t = t1 - 1; t >= t_stop; --t) {
+  for (long long t = t_start; t >= t_stop; --t) {
     for (int o = 2 * W - 2; o > 0; --o) {
       gw[o] = gw[o - 1];
       sw[o] = sw[o - 1];
@@ -272,6 +274,7 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
     xw[0] = bwd_x<TX>(p, W, b, c, t - (W - 1));
     sw[0] = bwd_seq(p, b, t - (W - 1));
     const int cur = sw[W - 1];
+    const bool mine = t < t1;  // t >= t1: the halo
     float g = 0.f;
     if (t >= 0 && cur >= 0) {
       g = bwd_dout<TX>(p, b, c, t);
@@ -280,10 +283,13 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
         for (int k = 0; k < W; ++k) z += sw[k] == cur ? w[k] * xw[k] : 0.f;
         g *= silu_grad(z);
       }
-      db += g;
-      for (int k = 0; k < W; ++k) dw[k] += sw[k] == cur ? g * xw[k] : 0.f;
+      if (mine) {
+        db += g;
+        for (int k = 0; k < W; ++k) dw[k] += sw[k] == cur ? g * xw[k] : 0.f;
+      }
     }
     gw[W - 1] = g;
+    if (!mine) continue;
     float a = bwd_dfinal<TX>(p, W, b, c, t);
     for (int k = 0; k < W; ++k) a += sw[2 * W - 2 - k] == cur ? w[k] * gw[2 * W - 2 - k] : 0.f;
     if (t >= 0) {
