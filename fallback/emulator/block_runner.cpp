@@ -1,6 +1,7 @@
 #include "block_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +70,22 @@ void* dynamic_shared() { return tls_runner == nullptr ? nullptr : tls_runner->dy
 
 void check_vector_access(const void* p, size_t bytes, bool store) {
   if (tls_runner != nullptr) tls_runner->check_vector_access(p, bytes, store);
+}
+
+void atomic_point(const void* address, bool float_add, double addend) {
+  if (tls_runner != nullptr) tls_runner->atomic_point(address, float_add, addend);
+}
+
+void FloatAtomicLog::add(const void* address, double addend) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = map_[reinterpret_cast<uintptr_t>(address)];
+  ++e.count;
+  e.magnitude += std::fabs(addend);
+}
+
+std::unordered_map<uintptr_t, FloatAtomicLog::Entry> FloatAtomicLog::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_;
 }
 
 // ---- the runner ------------------------------------------------------------------------------
@@ -242,6 +259,7 @@ void BlockRunner::make_ready(std::vector<int>& threads) {
 }
 
 bool BlockRunner::release() {
+  if (release_yielded()) return true;
   bool any = false;
   const int warps = (nthreads_ + 31) / 32;
   for (int w = 0; w < warps; ++w) any = release_warp(w) || any;
@@ -253,6 +271,18 @@ bool BlockRunner::release() {
     return true;
   }
   return false;
+}
+
+// Resumes the threads that yielded at an atomic (shuffled runs only).
+bool BlockRunner::release_yielded() {
+  std::vector<int> yielded;
+  for (int t = 0; t < nthreads_; ++t)
+    if (slots_[t].wait == Wait::Yield) {
+      slots_[t].wait = Wait::Running;
+      yielded.push_back(t);
+    }
+  make_ready(yielded);
+  return !yielded.empty();
 }
 
 // Releases every group of lanes of warp `w` whose warp operation is complete: each lane named
@@ -380,6 +410,13 @@ void* BlockRunner::static_shared(const void* key, size_t bytes, size_t align) {
   std::memset(p, spec_->poison, bytes);
   static_shared_.emplace_back(key, p);
   return p;
+}
+
+void BlockRunner::atomic_point(const void* address, bool float_add, double addend) {
+  if (float_add && spec_->float_atomics != nullptr) spec_->float_atomics->add(address, addend);
+  if (!spec_->random_order) return;
+  slots_[current_].wait = Wait::Yield;
+  park(current_);
 }
 
 void BlockRunner::check_vector_access(const void* p, size_t bytes, bool store) {

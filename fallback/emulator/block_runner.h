@@ -5,6 +5,10 @@
 // thread the operation waits for has arrived (threads that have exited count as arrived, as on
 // sm_70+). So a barrier really waits, and code after it sees every write made before it.
 //
+// An atomic operation is a scheduling point too, in shuffled runs only: the thread yields and is
+// resumed, in shuffled order with the other yielded threads, once every other thread has
+// started and parked, so the order of the block's atomics changes between runs.
+//
 // Fibers are started lazily and reused: a fiber runs threads one after another until one of
 // them parks, and only then is another fiber started for the next thread. A block whose
 // threads never synchronise therefore costs one fiber switch, not one per thread.
@@ -12,8 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -23,6 +29,22 @@ namespace cc1d {
 namespace emu {
 
 class Fiber;
+
+// The float atomicAdds of one run of a launch, by address (checking mode): how many, and the sum
+// of the addends' magnitudes, which bounds how far two summation orders can round apart.
+class FloatAtomicLog {
+ public:
+  struct Entry {
+    uint64_t count = 0;
+    double magnitude = 0;
+  };
+  void add(const void* address, double addend);
+  std::unordered_map<uintptr_t, Entry> entries() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<uintptr_t, Entry> map_;
+};
 
 // One launch as the runners see it (launch.cpp fills it).
 struct LaunchSpec {
@@ -34,6 +56,7 @@ struct LaunchSpec {
   bool random_order = false;  // shuffle thread start/resume order (checking mode)
   uint64_t seed = 0;
   unsigned char poison = 0xff;  // fill byte of fresh shared memory
+  FloatAtomicLog* float_atomics = nullptr;  // checking mode: where float atomicAdds are recorded
 };
 
 class BlockRunner {
@@ -56,12 +79,13 @@ class BlockRunner {
   void* static_shared(const void* key, size_t bytes, size_t align);
   void* dynamic_shared() const { return dynamic_shared_; }
   void check_vector_access(const void* p, size_t bytes, bool store);
+  void atomic_point(const void* address, bool float_add, double addend);
 
   // Number of fibers this runner has created (for statistics).
   size_t fibers() const { return fibers_.size(); }
 
  private:
-  enum class Wait : uint8_t { NotStarted, Running, Block, Warp, Done };
+  enum class Wait : uint8_t { NotStarted, Running, Block, Warp, Yield, Done };
   struct Slot {
     Wait wait = Wait::NotStarted;
     Fiber* fiber = nullptr;
@@ -79,6 +103,7 @@ class BlockRunner {
   void resume_thread(int t);
   void park(int t);
   bool release();
+  bool release_yielded();
   bool release_warp(int warp);
   void release_block();
   void make_ready(std::vector<int>& threads);

@@ -12,7 +12,8 @@
 //    non-exited thread of the block (or lane of the mask) arrives.
 //  - __shfl_sync/__shfl_xor_sync/__shfl_up_sync/__shfl_down_sync, __ballot_sync, __any_sync,
 //    __all_sync, __activemask: warp-level exchanges among the 32 lanes of a warp.
-//  - atomics on host memory (atomicAdd float/double/int/unsigned/ull, atomicMax/Min/Exch/CAS).
+//  - atomics on host memory (atomicAdd float/double/int/unsigned/ull, atomicMax/Min/Exch/CAS):
+//    real read-modify-writes, and scheduling points of the shuffled run (see atomic_point).
 //  - shared memory: `__shared__ T a[N];` is per worker thread (correct per-block semantics: a
 //    worker runs one block at a time), CC1D_SHARED_ARRAY(T, a, N) is an exactly-sized buffer
 //    allocated per block (AddressSanitizer sees overruns), CC1D_DYNAMIC_SHARED(T, a) is the
@@ -144,6 +145,9 @@ inline int __all_sync(unsigned mask, int pred) {
 }
 
 // ---- atomics (blocks run in parallel on several OS threads) ---------------------------------
+// Each is a real read-modify-write on host memory (a CAS loop where the hardware has no
+// instruction), preceded by atomic_point(): a scheduling point in shuffled runs, and the record
+// of float additions that checking mode needs (emu_types.h).
 template <typename T>
 inline T cc1d_emu_atomic_update(T* address, T (*op)(T, T), T val) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics on 4- or 8-byte values");
@@ -160,40 +164,51 @@ inline T cc1d_emu_atomic_update(T* address, T (*op)(T, T), T val) {
       return old_val;
   }
 }
-inline int atomicAdd(int* a, int v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicAdd(unsigned* a, unsigned v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+#define CC1D_EMU_ATOMIC(address) ::cc1d::emu::atomic_point(address, false, 0.0)
+inline int atomicAdd(int* a, int v) { CC1D_EMU_ATOMIC(a); return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned* a, unsigned v) { CC1D_EMU_ATOMIC(a); return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
+  CC1D_EMU_ATOMIC(a);
   return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
 }
 inline float atomicAdd(float* a, float v) {
+  ::cc1d::emu::atomic_point(a, true, v);
   return cc1d_emu_atomic_update<float>(a, [](float x, float y) { return x + y; }, v);
 }
 inline double atomicAdd(double* a, double v) {
+  CC1D_EMU_ATOMIC(a);
   return cc1d_emu_atomic_update<double>(a, [](double x, double y) { return x + y; }, v);
 }
-inline int atomicSub(int* a, int v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
+inline int atomicSub(int* a, int v) { CC1D_EMU_ATOMIC(a); return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
 inline int atomicMax(int* a, int v) {
+  CC1D_EMU_ATOMIC(a);
   return cc1d_emu_atomic_update<int>(a, [](int x, int y) { return x > y ? x : y; }, v);
 }
 inline int atomicMin(int* a, int v) {
+  CC1D_EMU_ATOMIC(a);
   return cc1d_emu_atomic_update<int>(a, [](int x, int y) { return x < y ? x : y; }, v);
 }
-inline int atomicExch(int* a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
+inline int atomicExch(int* a, int v) { CC1D_EMU_ATOMIC(a); return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
 inline float atomicExch(float* a, float v) {
+  CC1D_EMU_ATOMIC(a);
   return cc1d_emu_atomic_update<float>(a, [](float, float y) { return y; }, v);
 }
 inline int atomicCAS(int* a, int cmp, int v) {
+  CC1D_EMU_ATOMIC(a);
   __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return cmp;
 }
 inline unsigned atomicCAS(unsigned* a, unsigned cmp, unsigned v) {
+  CC1D_EMU_ATOMIC(a);
   __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return cmp;
 }
 inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long cmp, unsigned long long v) {
+  CC1D_EMU_ATOMIC(a);
   __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return cmp;
 }
+#undef CC1D_EMU_ATOMIC
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 

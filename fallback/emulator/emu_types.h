@@ -36,6 +36,12 @@ unsigned active_mask();
 void* static_shared(const void* key, size_t bytes, size_t align);
 void* dynamic_shared();
 void check_vector_access(const void* p, size_t bytes, bool store);
+// Called by every atomic of cuda_prelude.h just before its read-modify-write (which is a real
+// host atomic, so blocks on other OS threads see it whole). In a shuffled run the thread yields
+// here, so the threads' atomics interleave in another order. A float addition (float_add, with
+// its addend) is recorded in checking mode, so that a sum whose order changed is compared
+// within its rounding bound (launch.h).
+void atomic_point(const void* address, bool float_add, double addend);
 
 }  // namespace emu
 }  // namespace cc1d

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -74,7 +77,8 @@ void validate_geometry(const Launch& l) {
 }
 
 // Runs every block once; returns "" or the first error.
-std::string run_grid(const Launch& l, bool random, uint64_t seed, unsigned char poison, int max_workers) {
+std::string run_grid(const Launch& l, bool random, uint64_t seed, unsigned char poison, int max_workers,
+                     FloatAtomicLog* float_atomics = nullptr) {
   LaunchSpec spec;
   spec.kernel_name = l.kernel.c_str();
   spec.fn = l.fn;
@@ -85,6 +89,7 @@ std::string run_grid(const Launch& l, bool random, uint64_t seed, unsigned char 
   spec.random_order = random;
   spec.seed = seed;
   spec.poison = poison;
+  spec.float_atomics = float_atomics;
 
   const uint64_t nblocks = uint64_t(l.grid.x) * l.grid.y * l.grid.z;
   const BlockOrder order = block_order(nblocks, random, seed);
@@ -131,6 +136,64 @@ void restore(const std::vector<Region>& regions, const std::vector<std::vector<u
     if (regions[i].bytes > 0) std::memcpy(regions[i].data, saved[i].data(), regions[i].bytes);
 }
 
+bool in_region(const Region& r, uintptr_t a, size_t bytes) {
+  const auto lo = reinterpret_cast<uintptr_t>(r.data);
+  return a >= lo && a + bytes <= lo + r.bytes;
+}
+
+// Both runs made the same float atomicAdds to every output address (so only their order, and
+// hence the rounding, may differ). Returns "" or what differs.
+std::string compare_float_atomics(const std::vector<Region>& outputs,
+                                  const std::unordered_map<uintptr_t, FloatAtomicLog::Entry>& natural,
+                                  const std::unordered_map<uintptr_t, FloatAtomicLog::Entry>& shuffled) {
+  auto in_outputs = [&](uintptr_t a) {
+    return std::any_of(outputs.begin(), outputs.end(), [&](const Region& r) { return in_region(r, a, 4); });
+  };
+  auto count = [](const std::unordered_map<uintptr_t, FloatAtomicLog::Entry>& m, uintptr_t a) -> uint64_t {
+    const auto it = m.find(a);
+    return it == m.end() ? 0 : it->second.count;
+  };
+  for (const auto* m : {&natural, &shuffled})
+    for (const auto& kv : *m)
+      if (in_outputs(kv.first) && count(natural, kv.first) != count(shuffled, kv.first)) {
+        char addr[32];
+        std::snprintf(addr, sizeof addr, "%#llx", static_cast<unsigned long long>(kv.first));
+        return "made " + std::to_string(count(natural, kv.first)) + " float atomicAdd(s) to " + addr +
+               " in natural order and " + std::to_string(count(shuffled, kv.first)) + " in shuffled order";
+      }
+  return "";
+}
+
+// "" when `r` now holds `want` byte for byte, except floats that received atomicAdds: those may
+// differ by the rounding of another summation order, 2 * count * FLT_EPSILON * sum |addend|.
+std::string compare_output(const Region& r, const std::vector<unsigned char>& want,
+                           const std::unordered_map<uintptr_t, FloatAtomicLog::Entry>& sums) {
+  const auto* got = static_cast<const unsigned char*>(r.data);
+  size_t first = want.size(), differ = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    if (got[k] == want[k]) continue;
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(r.data) + k) & ~uintptr_t{3};
+    const auto it = sums.find(a);
+    if (it != sums.end() && in_region(r, a, 4)) {
+      const size_t off = a - reinterpret_cast<uintptr_t>(r.data);
+      float g, w;
+      std::memcpy(&g, got + off, 4);
+      std::memcpy(&w, want.data() + off, 4);
+      const double bound = 2.0 * static_cast<double>(it->second.count) * FLT_EPSILON * it->second.magnitude;
+      if (std::fabs(static_cast<double>(g) - w) <= bound) {
+        k = off + 3;  // this float is fine
+        continue;
+      }
+    }
+    if (first == want.size()) first = k;
+    ++differ;
+  }
+  if (differ == 0) return "";
+  return "differs in " + std::to_string(differ) + " of " + std::to_string(want.size()) + " bytes, first at byte " +
+         std::to_string(first) +
+         (sums.empty() ? "" : " (floats that received atomicAdds are compared within their rounding bound)");
+}
+
 uint64_t next_seed() {
   static std::atomic<uint64_t> counter{0};
   return 0x5eedc0de12345678ull + 0x9e3779b97f4a7c15ull * ++counter;
@@ -174,38 +237,37 @@ void launch(const Launch& l, const LaunchOptions& opt) {
   ++g_launches;
   const uint64_t seed = opt.seed != 0 ? opt.seed : next_seed();
   if (!opt.check) {
-    const std::string err = run_grid(l, false, seed, 0xff, opt.max_workers);
+    const std::string err = run_grid(l, opt.shuffle, seed, 0xff, opt.max_workers);
     if (!err.empty()) fail(CC1D_ERR_INTERNAL, "emulator: " + err);
     return;
   }
   ++g_checked;
   const auto initial = snapshot(l.outputs);
-  std::string err = run_grid(l, false, seed, 0xff, opt.max_workers);
+  FloatAtomicLog natural_atomics, shuffled_atomics;
+  std::string err = run_grid(l, false, seed, 0xff, opt.max_workers, &natural_atomics);
   if (!err.empty()) fail(CC1D_ERR_INTERNAL, "emulator: " + err);
   const auto natural = snapshot(l.outputs);
   restore(l.outputs, initial);
   const unsigned char poison = static_cast<unsigned char>(0x5a ^ (seed & 0x7f));  // never 0xff
-  err = run_grid(l, true, seed, poison, opt.max_workers);
+  err = run_grid(l, true, seed, poison, opt.max_workers, &shuffled_atomics);
   if (!err.empty())
     fail(CC1D_ERR_INTERNAL, "emulator (shuffled thread order, CAUSAL_CONV1D_EMULATE_SEED=" + std::to_string(seed) +
                                 "): " + err);
+  const std::string reproduce = ". Reproduce with CAUSAL_CONV1D_EMULATE_SEED=" + std::to_string(seed);
+  const auto sums = natural_atomics.entries();
+  err = compare_float_atomics(l.outputs, sums, shuffled_atomics.entries());
+  if (!err.empty())
+    fail(CC1D_ERR_INTERNAL, "emulator check (CAUSAL_CONV1D_EMULATE_CHECK=1): kernel " + l.kernel + " " + err +
+                                ": the atomics a thread performs must not depend on the order threads run in" +
+                                reproduce);
   for (size_t i = 0; i < l.outputs.size(); ++i) {
-    const auto* got = static_cast<const unsigned char*>(l.outputs[i].data);
-    const auto& want = natural[i];
-    size_t first = want.size(), differ = 0;
-    for (size_t k = 0; k < want.size(); ++k)
-      if (got[k] != want[k]) {
-        if (first == want.size()) first = k;
-        ++differ;
-      }
-    if (differ == 0) continue;
+    const std::string diff = compare_output(l.outputs[i], natural[i], sums);
+    if (diff.empty()) continue;
     fail(CC1D_ERR_INTERNAL,
          "emulator check (CAUSAL_CONV1D_EMULATE_CHECK=1): kernel " + l.kernel +
-             " wrote different bytes when its threads ran in another order: output " + std::to_string(i) + " differs in " +
-             std::to_string(differ) + " of " + std::to_string(want.size()) + " bytes, first at byte " +
-             std::to_string(first) +
+             " wrote different bytes when its threads ran in another order: output " + std::to_string(i) + " " + diff +
              ". A missing __syncthreads/__syncwarp, a race between threads or blocks, or a read of uninitialised "
-             "shared memory. Reproduce with CAUSAL_CONV1D_EMULATE_SEED=" + std::to_string(seed));
+             "shared memory" + reproduce);
   }
 }
 

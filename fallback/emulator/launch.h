@@ -8,7 +8,9 @@
 // threads' start and resume order shuffled between barriers, the blocks shuffled, and fresh
 // shared memory filled with another byte. The output regions must come out byte-identical;
 // otherwise the kernel has a missing barrier, a race, or reads uninitialised shared memory,
-// and the launch fails naming the kernel and the seed that reproduces it.
+// and the launch fails naming the kernel and the seed that reproduces it. One exception: a float
+// that received atomicAdds (in both runs, the same number of them, or the launch fails) may
+// differ by the rounding of another summation order, at most 2 * n * FLT_EPSILON * sum |addend|.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +35,7 @@ struct LaunchOptions {
   bool check = false;    // CAUSAL_CONV1D_EMULATE_CHECK=1
   uint64_t seed = 0;     // CAUSAL_CONV1D_EMULATE_SEED; 0: a new seed per launch
   int max_workers = 0;   // 0: every thread of the pool (CAUSAL_CONV1D_NUM_THREADS)
+  bool shuffle = false;  // without check: run once in the shuffled order (tests)
 };
 
 // Reads CAUSAL_CONV1D_EMULATE_CHECK and CAUSAL_CONV1D_EMULATE_SEED (on every call, so tests

@@ -71,7 +71,7 @@ BACKEND_IDS = {"auto": 0, "cpu": 1, "nvrtc": 2, "emulate": 3, "aten": 4}
 BACKEND_NAMES = {v: k for k, v in BACKEND_IDS.items()}
 
 # cc1d_op, by name (cc1d_op_name must agree)
-OP_IDS = {"fwd": 0, "update": 1}
+OP_IDS = {"fwd": 0, "update": 1, "bwd": 2}
 
 # cc1d_cache_cmd, by name
 CACHE_COMMANDS = {"path": 0, "stats": 1, "list": 2, "verify": 3, "clear": 4}
@@ -360,6 +360,18 @@ class Library:
 
     def call(self, entry: str, args) -> None:
         self.raise_for(self.call_status(entry, args), entry)
+
+    def query(self, entry: str, args) -> int:
+        """Calls `entry(const args*, int64_t* out)` (e.g. "cc1d_causal_conv1d_bwd_workspace") and
+        returns *out; raises on failure."""
+        f = self._entries.get(entry)
+        if f is None:
+            f = getattr(self._dll, entry)
+            f.restype, f.argtypes = ctypes.c_int, [ctypes.POINTER(type(args)), ctypes.POINTER(ctypes.c_int64)]
+            self._entries[entry] = f
+        out = ctypes.c_int64(0)
+        self.raise_for(int(f(ctypes.byref(args), ctypes.byref(out))), entry)
+        return out.value
 
     def plan(self, op: str, backend: str, device_type: int, device_index: int) -> Plan:
         """The dispatch policy's candidates for `op` (cc1d_plan_dispatch)."""

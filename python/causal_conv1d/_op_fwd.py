@@ -13,10 +13,10 @@ an empty (0,) tensor when return_final_states is False. `backend` is "" (no per-
 or a backend name. The op trusts its arguments: the public entry (causal_conv1d_fn) validates
 them once, with check().
 
-Backward (INTERIM, until libcc1d's native backward lands): gradients are computed by re-running
-the reference forward in fp32 under torch.enable_grad() and calling torch.autograd.grad on it.
-Correct for every input the forward accepts, but it recomputes the forward and costs the memory
-of an fp32 autograd graph.
+Backward: the op causal_conv1d::bwd (_op_bwd.py) through the same dispatch as the forward (the
+call's `backend`, use_backend(), CAUSAL_CONV1D_BACKEND, fallbacks, strict mode, last_backend()),
+deterministic when torch.are_deterministic_algorithms_enabled() (libcc1d adds
+CAUSAL_CONV1D_DETERMINISTIC). Only the inputs are saved; nothing of the forward is kept.
 
 The reference (ref_forward) computes in float32 (float64 when an input is float64), then casts
 to x's dtype: the same accumulation type as libcc1d's kernels. It is a sum over the W taps of
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _dispatch, _lib, _ops
+from . import _dispatch, _lib, _op_bwd, _ops
 from ._validate import FLOAT_DTYPES, Arg, Table, check
 
 TABLE = Table(
@@ -160,64 +160,28 @@ def fwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Optiona
     return out, fs
 
 
-# ---- backward (interim: autograd through the torch-ops reference) ---------------------------
-
-
-def backward_via_ref(x, weight, bias, seq_idx, initial_states, silu: bool, return_final_states: bool,
-                     needs: tuple, grad_out: Optional[Tensor], grad_final: Optional[Tensor]):
-    """Returns (dx, dweight, dbias, dinitial_states); None where not needed."""
-    leaves = []
-    with torch.enable_grad():
-        def leaf(t, need):
-            if t is None:
-                return None
-            t = t.detach()
-            if need:
-                t.requires_grad_(True)
-                leaves.append(t)
-            return t
-
-        xl = leaf(x, needs[0])
-        wl = leaf(weight, needs[1])
-        bl = leaf(bias, needs[2])
-        il = leaf(initial_states, needs[3])
-        if not leaves:
-            return None, None, None, None
-        out, fs = ref_forward(xl, wl, bl, seq_idx, il, silu, return_final_states and grad_final is not None)
-        outputs, grads = [], []
-        if grad_out is not None:
-            outputs.append(out)
-            grads.append(grad_out.to(out.dtype))
-        if fs is not None and grad_final is not None and fs.numel() > 0:
-            outputs.append(fs)
-            grads.append(grad_final.to(fs.dtype))
-        if outputs:
-            g = list(torch.autograd.grad(outputs, leaves, grads, allow_unused=True))
-        else:
-            g = [None] * len(leaves)
-    result = []
-    for t, need in ((xl, needs[0]), (wl, needs[1]), (bl, needs[2]), (il, needs[3])):
-        if t is not None and need:
-            gi = g.pop(0)
-            result.append(torch.zeros_like(t) if gi is None else gi)
-        else:
-            result.append(None)
-    return tuple(result)
+# ---- backward: the native op -----------------------------------------------------------------
 
 
 def _setup_context(ctx, inputs, output):
     x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend = inputs
     ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
     ctx.silu = silu
-    ctx.return_final_states = return_final_states
+    ctx.backend = backend
 
 
 def _backward(ctx, grad_out, grad_final):
     x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
     n = ctx.needs_input_grad
-    dx, dw, db, di = backward_via_ref(x, weight, bias, seq_idx, initial_states, ctx.silu,
-                                      ctx.return_final_states, (n[0], n[1], n[2], n[4]), grad_out, grad_final)
-    return dx, dw, db, None, di, None, None, None
+    wants = (n[0], n[1], n[2] and bias is not None, n[4] and initial_states is not None)
+    if not any(wants):
+        return None, None, None, None, None, None, None, None
+    dout = grad_out.to(x.dtype) if grad_out is not None else x.new_zeros(()).expand(x.shape)
+    dfinal = grad_final.to(x.dtype) if grad_final is not None and grad_final.numel() > 0 else None
+    dx, dw, db, di = _op_bwd.bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal, None, ctx.silu, *wants,
+                                 _op_bwd.deterministic_requested(), ctx.backend)
+    return (dx if wants[0] else None, dw if wants[1] else None, db if wants[2] else None, None,
+            di if wants[3] else None, None, None, None)
 
 
 # ---- registration ----------------------------------------------------------------------------

@@ -56,9 +56,10 @@ def causal_conv1d_fn(
     out: (batch, dim, seqlen) in x's dtype and x's memory layout; returns out, or
     (out, final_states).
 
-    Differentiable in x, weight, bias and initial_states (and through final_states). INTERIM:
-    the backward re-runs the torch-ops reference in fp32 under autograd until libcc1d's native
-    backward lands — correct, but slower and heavier than the forward.
+    Differentiable in x, weight, bias and initial_states (and through final_states): the
+    backward is the native op causal_conv1d::bwd on the backend this call's dispatch picks
+    (deterministic under torch.use_deterministic_algorithms(True) or
+    CAUSAL_CONV1D_DETERMINISTIC=1); only the inputs are saved.
     """
     silu = check_activation(activation, "causal_conv1d_fn")
     return_final_states = bool(return_final_states)

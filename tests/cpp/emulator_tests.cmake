@@ -34,6 +34,13 @@ set_tests_properties(test_update_emulate PROPERTIES ENVIRONMENT "CAUSAL_CONV1D_E
                      PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
 cc1d_emulator_labels(test_update_emulate)
 
+# Every backward variant under the emulator, in checking mode, and the deterministic mode's bits.
+cc1d_add_test(test_emulator_bwd
+  SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_bwd.cpp
+  LIBS cc1d_static
+  ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1")
+cc1d_emulator_labels(test_emulator_bwd)
+
 # The backend's kernel table, lowered-name lookup, availability and report.
 cc1d_add_test(test_emulator_backend
   SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_backend.cpp

@@ -51,16 +51,7 @@ void check_fwd_case(const FwdCase& c, std::mt19937& rng, Execute&& execute) {
   w.randomize(rng, 0.5);
   HostTensor bias = HostTensor::contiguous(c.wdt, {c.D});
   bias.randomize(rng);
-  HostTensor seq = HostTensor::contiguous(CC1D_INT32, {c.B, c.L});
-  std::uniform_int_distribution<int> len(1, 9), pad(0, 3);
-  for (int64_t b = 0; b < c.B; ++b) {
-    int id = 0;
-    for (int64_t t = 0; t < c.L;) {  // segments of random length with padding (-1) runs
-      const int n = len(rng);
-      const int v = pad(rng) == 0 ? -1 : id++;
-      for (int i = 0; i < n && t < c.L; ++i, ++t) seq.set(seq.off({b, t}), v);
-    }
-  }
+  HostTensor seq = random_segments(c.B, c.L, rng);
   HostTensor init = HostTensor::contiguous(c.xdt, {c.B, c.D, c.width - 1});
   init.randomize(rng);
   // Outputs mirror x's layout; final states are channel-last-like when x is.

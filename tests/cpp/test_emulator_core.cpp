@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <string>
@@ -166,6 +167,84 @@ TEST_CASE("atomicAdd on float and int is exact across parallel blocks") {
   REQUIRE(run(make("atomics", emu_kernels::atomics, args, dim3(64), dim3(128))) == "");
   CHECK(isum == 64 * 128);
   CHECK(fsum == 8192.f);
+}
+
+TEST_CASE("atomics are real read-modify-writes and, in a shuffled run, interleave between threads") {
+  const int blocks = 8, threads = 64, n = blocks * threads;
+  int counter = 0;
+  std::vector<int> out(2 * n, -1);
+  int* pc = &counter;
+  int* po = out.data();
+  void* args[] = {&pc, &po};
+  // Natural order within a block: a thread's two tickets are consecutive.
+  LaunchOptions one_worker;
+  one_worker.max_workers = 1;
+  REQUIRE(run(make("atomic_tickets", emu_kernels::atomic_tickets, args, dim3(blocks), dim3(threads)), one_worker) == "");
+  for (int g = 0; g < n; ++g) REQUIRE(out[2 * g + 1] == out[2 * g] + 1);
+  for (uint64_t seed : {3u, 4u, 5u}) {
+    counter = 0;
+    std::fill(out.begin(), out.end(), -1);
+    LaunchOptions shuffled;
+    shuffled.shuffle = true;
+    shuffled.seed = seed;
+    REQUIRE(run(make("atomic_tickets", emu_kernels::atomic_tickets, args, dim3(blocks), dim3(threads)), shuffled) == "");
+    // No ticket lost or given twice (blocks run on several OS threads), and the threads'
+    // atomics interleaved: some thread's two tickets are not consecutive.
+    std::vector<int> sorted = out;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < 2 * n; ++i) REQUIRE(sorted[i] == i);
+    int interleaved = 0;
+    for (int g = 0; g < n; ++g) interleaved += out[2 * g + 1] != out[2 * g] + 1;
+    CHECK(interleaved > n / 4);
+  }
+}
+
+TEST_CASE("checking mode accepts float atomicAdd sums that round differently, and nothing else") {
+  const int blocks = 16, threads = 128, n = blocks * threads;
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = 1.0f + 1e-3f * static_cast<float>((i * 7919) % 1000);  // order-dependent rounding
+  std::vector<float> sums(4, 0.f);
+  const float* px = x.data();
+  float* ps = sums.data();
+  void* args[] = {&px, &ps};
+  LaunchOptions check;
+  check.check = true;
+  Launch sum_launch = make("float_atomic_sums", emu_kernels::float_atomic_sums, args, dim3(blocks), dim3(threads));
+  sum_launch.outputs = {{ps, sums.size() * sizeof(float)}};
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    std::fill(sums.begin(), sums.end(), 0.f);
+    check.seed = seed;
+    REQUIRE(run(sum_launch, check) == "");
+    for (int j = 0; j < 4; ++j) {
+      double want = 0;
+      for (int i = j; i < n; i += 4) want += x[i];
+      CHECK(std::fabs(sums[j] - want) <= 1e-6 * want * n);
+    }
+  }
+  // The same sums with a plain `+=` (one block, so no race on a GPU-like memory either): the
+  // rounding differs between orders and nothing excuses it.
+  Launch plain = make("float_plain_sums", emu_kernels::float_plain_sums, args, dim3(1), dim3(threads));
+  plain.outputs = sum_launch.outputs;
+  int caught = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    std::fill(sums.begin(), sums.end(), 0.f);
+    check.seed = seed;
+    caught += run(plain, check).find("wrote different bytes") != std::string::npos;
+  }
+  CHECK(caught > 0);
+  // A kernel whose set of float atomics depends on the order fails, saying so.
+  int counter = 0;
+  float hits = 0.f;
+  int* pc = &counter;
+  float* ph = &hits;
+  void* args2[] = {&pc, &ph};
+  Launch own = make("own_ticket_adds", emu_kernels::own_ticket_adds, args2, dim3(1), dim3(threads));
+  own.outputs = {{ph, sizeof(float)}};
+  check.seed = 7;
+  const std::string err = run(own, check);
+  CHECK(err.find("made 128 float atomicAdd(s)") != std::string::npos);
+  CHECK(err.find("must not depend on the order") != std::string::npos);
+  CHECK(err.find("CAUSAL_CONV1D_EMULATE_SEED=7") != std::string::npos);
 }
 
 TEST_CASE("threads that exit count as arrived at later barriers") {

@@ -80,6 +80,26 @@ __global__ void k_atomics(float* fsum, int* isum) {
   atomicAdd(isum, 1);
 }
 
+__global__ void k_atomic_tickets(int* counter, int* out) {
+  const int gid = blockIdx.x * blockDim.x + threadIdx.x;
+  out[2 * gid] = atomicAdd(counter, 1);
+  out[2 * gid + 1] = atomicAdd(counter, 1);
+}
+
+__global__ void k_float_atomic_sums(const float* x, float* sums) {
+  const int gid = blockIdx.x * blockDim.x + threadIdx.x;
+  atomicAdd(&sums[gid % 4], x[gid]);
+}
+
+__global__ void k_own_ticket_adds(int* counter, float* sum) {
+  if (atomicAdd(counter, 1) == static_cast<int>(threadIdx.x)) atomicAdd(sum, 1.0f);
+}
+
+__global__ void k_float_plain_sums(const float* x, float* sums) {
+  const int gid = blockIdx.x * blockDim.x + threadIdx.x;
+  sums[gid % 4] += x[gid];
+}
+
 __global__ void k_early_exit(int* out) {
   const int t = threadIdx.x;
   if (t & 1) return;
@@ -131,6 +151,10 @@ const Fn barrier_votes = &cc1d::emu::trampoline<&k_barrier_votes>;
 const Fn reverse_dynamic_shared = &cc1d::emu::trampoline<&k_reverse_dynamic_shared>;
 const Fn indices_3d = &cc1d::emu::trampoline<&k_indices_3d>;
 const Fn atomics = &cc1d::emu::trampoline<&k_atomics>;
+const Fn atomic_tickets = &cc1d::emu::trampoline<&k_atomic_tickets>;
+const Fn float_atomic_sums = &cc1d::emu::trampoline<&k_float_atomic_sums>;
+const Fn own_ticket_adds = &cc1d::emu::trampoline<&k_own_ticket_adds>;
+const Fn float_plain_sums = &cc1d::emu::trampoline<&k_float_plain_sums>;
 const Fn early_exit = &cc1d::emu::trampoline<&k_early_exit>;
 const Fn deadlock = &cc1d::emu::trampoline<&k_deadlock>;
 const Fn vec_load = &cc1d::emu::trampoline<&k_vec_load>;

@@ -19,6 +19,16 @@ extern const Fn reverse_dynamic_shared;
 extern const Fn indices_3d;
 // (float* fsum, int* isum): every thread adds 1 to both.
 extern const Fn atomics;
+// (int* counter, int* out): each thread takes two tickets, out[2*gid] and out[2*gid+1], with
+// atomicAdd(counter, 1) on one counter shared by every block.
+extern const Fn atomic_tickets;
+// (const float* x, float* sums): thread gid adds x[gid] to sums[gid % 4] with atomicAdd.
+extern const Fn float_atomic_sums;
+// (int* counter, float* sum): every thread takes a ticket and adds 1 to sum only when the ticket
+// equals its thread index: how many atomics reach sum depends on the order.
+extern const Fn own_ticket_adds;
+// (const float* x, float* sums): like float_atomic_sums but with a plain `+=` (one block).
+extern const Fn float_plain_sums;
 // (int* out): threads with odd tid return at once; the others pass two barriers.
 extern const Fn early_exit;
 // (int* out): lane 0 of warp 0 waits in __syncthreads while lanes 1..31 wait in a shuffle.

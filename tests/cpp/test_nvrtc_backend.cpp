@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels_src/fwd_params.h"
+#include "bwd_case.h"
 #include "test_support.h"
 #include "update_case.h"
 #include "tests/fake_driver/fake_cuda.h"
@@ -479,4 +480,39 @@ TEST_CASE("update launch") {
     for (int64_t d = 0; d < c.D; ++d)
       for (int64_t s = 0; s < c.state_len; ++s)
         REQUIRE(r.state.get(r.state.off({p, d, s})) == want_state[(p * c.D + d) * c.state_len + s]);
+}
+
+TEST_CASE("bwd launch") {
+  // The backward through the real NVRTC and the fake driver, on "device" memory with the
+  // caller's workspace, in both modes and layouts (the vector path of the time layout included),
+  // against the float64 reference; the launch path allocates, copies and synchronises nothing.
+  clean_cache_dir();
+  std::mt19937 rng = test_rng(78);
+  long launches = 0;
+  for (bool deterministic : {false, true})
+    for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast}) {
+      BwdCase c{CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout, 2, 24, layout == Layout::ChannelFirst ? 1024 : 1030,
+                true, true, true, true, true};
+      c.deterministic = deterministic;
+      BwdRun r(c, rng);
+      int64_t n = 0;
+      REQUIRE(cc1d_causal_conv1d_bwd_workspace(&r.a, &n) == CC1D_OK);
+      HostTensor ws = HostTensor::contiguous(CC1D_FLOAT32, {n});
+      for (HostTensor* t : {&r.x, &r.w, &r.bias, &r.seq, &r.init, &r.dout, &r.dfinal, &r.dx, &r.dweight, &r.dbias,
+                            &r.dinit, &ws})
+        t->t.device_type = CC1D_DEVICE_CUDA;
+      r.a.workspace = &ws.t;
+      r.a.backend = CC1D_BACKEND_NVRTC;
+      r.a.stream = reinterpret_cast<void*>(0x78);
+      INFO(describe(c));
+      REQUIRE_MESSAGE(cc1d_causal_conv1d_bwd(&r.a) == CC1D_OK, std::string(cc1d_last_error()));
+      check_bwd(r, r.reference());
+      launches += deterministic ? 2 : 3;  // (zero,) main, finalize
+    }
+  CHECK(count("cuLaunchKernel") == launches);
+  for (const char* k : {"mem_alloc", "mem_free", "memcpy", "memset", "synchronize"}) CHECK(count(k) == 0);
+  cc1d_fake_launch l{};
+  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  CHECK(has(l.kernel, "causal_conv1d_bwd_finalize_kernel"));
+  CHECK(l.stream == reinterpret_cast<void*>(0x78));
 }

@@ -128,6 +128,21 @@ inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layo
   }
 }
 
+// (B, L) int32 segment ids: runs of random length, some of them padding (-1).
+inline HostTensor random_segments(int64_t B, int64_t L, std::mt19937& rng) {
+  HostTensor seq = HostTensor::contiguous(CC1D_INT32, {B, L});
+  std::uniform_int_distribution<int> len(1, 9), pad(0, 3);
+  for (int64_t b = 0; b < B; ++b) {
+    int id = 0;
+    for (int64_t t = 0; t < L;) {
+      const int n = len(rng);
+      const int v = pad(rng) == 0 ? -1 : id++;
+      for (int i = 0; i < n && t < L; ++i, ++t) seq.set(seq.off({b, t}), v);
+    }
+  }
+  return seq;
+}
+
 struct RefInputs {
   const HostTensor* x = nullptr;
   const HostTensor* w = nullptr;

@@ -128,3 +128,16 @@ def run_python(code: str = None, env: dict = None, timeout: int = 300, args=()) 
             full[k] = str(v)
     cmd = [sys.executable, *(args or ("-c", code))]
     return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout)
+
+
+def make_bwd_case(gen, device, layout, xd, wd, W, L, D, *, bias, seq, init, dfinal, state_layout="cl", B=2):
+    """x, weight, bias, seq_idx, initial_states, dout (x's layout) and dfinal_states (the
+    states' layout) of one backward case; optional parts None unless asked."""
+    x = make_x(B, D, L, xd, layout, gen, device)
+    w = randn((D, W), gen, wd, device) * 0.5
+    b = randn((D,), gen, wd, device) if bias else None
+    s = make_seq_idx(B, L, gen, device) if seq else None
+    i = make_states(B, D, W, xd, state_layout, gen, device) if init else None
+    dout = make_x(B, D, L, xd, layout, gen, device)
+    df = make_states(B, D, W, xd, state_layout, gen, device) if dfinal else None
+    return x, w, b, s, i, dout, df

@@ -1,4 +1,5 @@
-"""An independent float64 reference for the tests (it does not use the package's code).
+"""An independent float64 reference for the tests (it does not use the package's code), and its
+gradients by autograd.
 
 Formulated as a sliding window (Tensor.unfold) and an einsum, unlike the package's sum over
 shifted copies, so a shared mistake is unlikely. Differentiable (for the autograd tests).
@@ -124,3 +125,44 @@ def reference_update(x, conv_state, weight, bias=None, silu=False, cache_seqlens
                 new[:, (cs + t) % S] = xs[b, :, t]
         state[row] = new
     return (out if x.dim() == 3 else out[..., 0]), state
+
+
+# ---- gradients ------------------------------------------------------------------------------
+
+
+def reference_grads(x, weight, bias, seq_idx, init, silu, dout, dfinal):
+    """float64 (dx, dweight, dbias, dinit) by autograd of the reference; None for absent inputs."""
+    leaves = [None if t is None else t.detach().cpu().double().requires_grad_() for t in (x, weight, bias, init)]
+    L = x.shape[2]
+    W = weight.shape[1]
+    out = reference(leaves[0], leaves[1], leaves[2], None if seq_idx is None else seq_idx.cpu(), leaves[3], silu=silu)
+    outs, grads = [out], [dout.detach().cpu().double()]
+    if dfinal is not None:
+        pre = leaves[3] if leaves[3] is not None else torch.zeros(x.shape[0], x.shape[1], W - 1, dtype=torch.float64)
+        outs.append(torch.cat([pre, leaves[0]], -1)[..., L:])
+        grads.append(dfinal.detach().cpu().double())
+    asked = [t for t in leaves if t is not None]
+    got = iter(torch.autograd.grad(outs, asked, grads, allow_unused=True))
+    res = []
+    for t in leaves:
+        g = next(got) if t is not None else None
+        res.append(None if t is None else (torch.zeros_like(t) if g is None else g))
+    return res
+
+
+def assert_grad(name, got, want, dtype):
+    """got (its input's dtype) within the dtype's rounding of want, plus fp32 arithmetic on a
+    tensor of this scale; NaN (an unwritten element) fails."""
+    assert got is not None and got.dtype == dtype, f"d{name}: {None if got is None else got.dtype}, expected {dtype}"
+    g = got.detach().cpu().double()
+    assert tuple(g.shape) == tuple(want.shape), f"d{name}: shape {tuple(g.shape)}, expected {tuple(want.shape)}"
+    assert not torch.isnan(g).any(), f"d{name}: {int(torch.isnan(g).sum())} NaN element(s) (unwritten?)"
+    if want.numel() == 0:
+        return
+    fi = torch.finfo(dtype)
+    bound = TOL[dtype] * want.abs() + 1e-4 * want.abs().max() + fi.tiny * fi.eps
+    bad = (g - want).abs() > bound
+    if bad.any():
+        i = tuple(bad.nonzero()[0].tolist())
+        raise AssertionError(f"d{name}: {int(bad.sum())}/{bad.numel()} element(s) off; first at {list(i)}: got "
+                             f"{g[i].item()!r}, want {want[i].item()!r}; max error {(g - want).abs().max().item():.3g}")

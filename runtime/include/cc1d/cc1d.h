@@ -11,6 +11,7 @@
  * Operations ("ops"): each has one entry point taking one argument struct.
  *   cc1d_causal_conv1d_fwd     the forward over a whole sequence (cc1d_fwd_args)
  *   cc1d_causal_conv1d_update  one decode step on a rolling or circular state (cc1d_update_args)
+ *   cc1d_causal_conv1d_bwd     the backward: gradients of the forward's inputs (cc1d_bwd_args)
  * Every op runs on every backend that supports it; cc1d_plan_dispatch() says which would serve.
  *
  * Contract of every function in this header
@@ -49,6 +50,10 @@
  *                              so that host frameworks turn a fallback into an error. libcc1d
  *                              itself never falls back silently: an AUTO call that cannot be
  *                              served by its first candidate fails with the reasons.
+ *  - CAUSAL_CONV1D_DETERMINISTIC 1|true|yes|on: every cc1d_causal_conv1d_bwd call runs as if
+ *                              args.deterministic were 1. Read by libcc1d alone, on every call
+ *                              (host frameworks pass their own switch, e.g. torch's
+ *                              deterministic-algorithms flag, as args.deterministic).
  *  - CAUSAL_CONV1D_LOG_LEVEL   trace|debug|info|warn|error|off (default warn).
  *  - CAUSAL_CONV1D_NUM_THREADS threads of the cpu and emulate backends (default: all cores).
  *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first.
@@ -156,8 +161,8 @@ typedef enum cc1d_backend {
   CC1D_BACKEND_ATEN = 4     /* the host framework's reference (not run by libcc1d) */
 } cc1d_backend;
 
-/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd", "update"). */
-typedef enum cc1d_op { CC1D_OP_FWD = 0, CC1D_OP_UPDATE = 1 } cc1d_op;
+/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd", "update", "bwd"). */
+typedef enum cc1d_op { CC1D_OP_FWD = 0, CC1D_OP_UPDATE = 1, CC1D_OP_BWD = 2 } cc1d_op;
 
 typedef enum cc1d_activation { CC1D_ACT_NONE = 0, CC1D_ACT_SILU = 1 } cc1d_activation;
 
@@ -232,6 +237,51 @@ typedef struct cc1d_update_args {
   void* stream;
 } cc1d_update_args;
 
+/* Arguments of the backward: the gradients of the forward's inputs (upstream 1.6 semantics).
+ * Optional tensors are NULL pointers; each gradient is computed only when its output is given.
+ *   x, weight, bias, seq_idx, initial_states, activation   the forward's, as in cc1d_fwd_args.
+ *   dout            (batch, dim, seqlen), x's dtype, any strides: the gradient of out.
+ *   dfinal_states   (batch, dim, width-1), x's dtype, optional: the gradient of final_states; it
+ *                   flows into dx and dinitial_states.
+ *   dx              (batch, dim, seqlen), x's dtype, optional, written.
+ *   dweight         (dim, width), weight's dtype, optional, written.
+ *   dbias           (dim,), weight's dtype, optional, written (bias itself may be absent).
+ *   dinitial_states (batch, dim, width-1), x's dtype, optional, written (initial_states may be
+ *                   absent: the gradient of zero states).
+ *   workspace       (n,) float32, unit stride, optional, written: scratch of the GPU kernels,
+ *                   n >= cc1d_causal_conv1d_bwd_workspace(). Required on CUDA tensors when dweight
+ *                   or dbias is given (libcc1d never allocates device memory); host backends use
+ *                   their own when it is NULL.
+ *   deterministic   0 or 1 (or CAUSAL_CONV1D_DETERMINISTIC): 1 makes dweight and dbias bitwise
+ *                   identical between calls with the same inputs. The GPU kernels then store
+ *                   per-block fp32 partial sums and reduce them in a fixed order (a workspace of
+ *                   batch * segments rows instead of one), instead of adding them with fp32
+ *                   atomics. The cpu backend is deterministic in either mode (a fixed reduction
+ *                   order, independent of the thread count); dx and dinitial_states are on every
+ *                   backend.
+ *   backend, stream as for the forward.
+ * SiLU is recomputed from the pre-activation; a token with seq_idx < 0 contributes nothing;
+ * dweight and dbias accumulate in fp32 and are stored in weight's dtype. */
+typedef struct cc1d_bwd_args {
+  uint32_t struct_size; /* sizeof(cc1d_bwd_args) */
+  const cc1d_tensor* x;
+  const cc1d_tensor* weight;
+  const cc1d_tensor* bias;
+  const cc1d_tensor* seq_idx;
+  const cc1d_tensor* initial_states;
+  const cc1d_tensor* dout;
+  const cc1d_tensor* dfinal_states;
+  const cc1d_tensor* dx;
+  const cc1d_tensor* dweight;
+  const cc1d_tensor* dbias;
+  const cc1d_tensor* dinitial_states;
+  const cc1d_tensor* workspace;
+  int32_t activation;    /* cc1d_activation */
+  int32_t deterministic; /* 0 or 1 */
+  int32_t backend;       /* cc1d_backend */
+  void* stream;
+} cc1d_bwd_args;
+
 /* One candidate of a dispatch plan. */
 typedef struct cc1d_candidate {
   int32_t backend;      /* cc1d_backend */
@@ -285,7 +335,7 @@ CC1D_API const char* cc1d_last_error(void);
  * iterate from 0 until NULL. Static storage. */
 CC1D_API const char* cc1d_backend_name(int32_t backend);
 
-/* Name of an op ("fwd", "update"), or NULL past the last one. Static storage. */
+/* Name of an op ("fwd", "update", "bwd"), or NULL past the last one. Static storage. */
 CC1D_API const char* cc1d_op_name(int32_t op);
 
 /* Runs the forward. */
@@ -293,6 +343,14 @@ CC1D_API cc1d_status cc1d_causal_conv1d_fwd(const cc1d_fwd_args* args);
 
 /* Runs one decode step: writes out and updates conv_state in place. */
 CC1D_API cc1d_status cc1d_causal_conv1d_update(const cc1d_update_args* args);
+
+/* Runs the backward: writes the gradients whose outputs are given. */
+CC1D_API cc1d_status cc1d_causal_conv1d_bwd(const cc1d_bwd_args* args);
+
+/* Sets *elements to the float32 workspace a cc1d_causal_conv1d_bwd call with these arguments
+ * needs on a GPU backend (0 when neither dweight nor dbias is given), after validating them
+ * (args->workspace is ignored). */
+CC1D_API cc1d_status cc1d_causal_conv1d_bwd_workspace(const cc1d_bwd_args* args, int64_t* elements);
 
 /* The dispatch policy for `op` on a device: `backend` is what the caller asked for (AUTO
  * defers to CAUSAL_CONV1D_BACKEND, then to the default order). Fills *plan. Probes the GPU

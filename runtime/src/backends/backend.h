@@ -2,7 +2,7 @@
 //
 // Backends are op-agnostic: a backend says whether it can serve an op on a device (with the
 // reason when it cannot), and runs it: the cpu backend calls op.cpu(problem), the kernel-running
-// backends (nvrtc, emulate) launch op.plan(problem). Which backend serves a call is decided in
+// backends (nvrtc, emulate) run the launches of op.plan(problem, workspace) in order. Which backend serves a call is decided in
 // one place, plan_dispatch(), which the C entry points and the host frameworks (through
 // cc1d_plan_dispatch) both follow.
 #pragma once

@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "backends/backend.h"
+#include "core/env.h"
 #include "core/error.h"
-#include "core/log.h"
 
 namespace cc1d {
 
@@ -54,17 +54,6 @@ Registry& registry() {
   // Never destroyed: backends hold driver state that must outlive static destructors.
   static Registry* r = new Registry();
   return *r;
-}
-
-bool env_strict() {
-  const char* v = std::getenv("CAUSAL_CONV1D_STRICT");
-  if (v == nullptr) return false;
-  const std::string s(v);
-  if (s.empty() || s == "0" || s == "false" || s == "no" || s == "off") return false;
-  if (s != "1" && s != "true" && s != "yes" && s != "on")
-    warn_once("strict-value:" + s, "CAUSAL_CONV1D_STRICT='" + s +
-                                       "' is not one of 1|0|true|false|yes|no|on|off; treating it as 1 (strict)");
-  return true;
 }
 
 // CAUSAL_CONV1D_BACKEND (case and surrounding spaces ignored), AUTO when unset; an unknown name
@@ -117,7 +106,7 @@ void check_backend_id(int32_t id) {
 DispatchPlan plan_dispatch(const OpEntry& op, int32_t requested, cc1d_device_type type, int index) {
   check_backend_id(requested);
   DispatchPlan plan;
-  plan.strict = env_strict();
+  plan.strict = env_flag("CAUSAL_CONV1D_STRICT");
   plan.requested = static_cast<cc1d_backend>(requested);
   plan.source = CC1D_SOURCE_ARGUMENT;
   if (plan.requested == CC1D_BACKEND_AUTO) {

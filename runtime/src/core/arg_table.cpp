@@ -89,6 +89,8 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
     const DtypeRule& dr = row.dtype;
     if (dr.kind == DtypeRule::Int32 && t->dtype != CC1D_INT32)
       bad_arg(tb, row.name, std::string("expected dtype int32, got ") + dtype_name(t->dtype), CC1D_ERR_INVALID_TYPE);
+    if (dr.kind == DtypeRule::Float32 && t->dtype != CC1D_FLOAT32)
+      bad_arg(tb, row.name, std::string("expected dtype float32, got ") + dtype_name(t->dtype), CC1D_ERR_INVALID_TYPE);
     if (dr.kind == DtypeRule::AnyFloat && !is_float_dtype(t->dtype))
       bad_arg(tb, row.name, std::string("expected dtype float32, float16 or bfloat16, got ") + dtype_name(t->dtype),
               CC1D_ERR_INVALID_TYPE);

@@ -30,7 +30,7 @@ struct SymbolSpec {
 enum class Role : uint8_t { In, Out, InOut };  // InOut: read and written in place
 
 struct DtypeRule {
-  enum Kind : uint8_t { AnyFloat, Int32, SameAs } kind = AnyFloat;
+  enum Kind : uint8_t { AnyFloat, Int32, SameAs, Float32 } kind = AnyFloat;  // Float32: scratch buffers
   int8_t row = -1;          // SameAs: the row whose dtype this one must have
   const char* why = "";     // SameAs: "states have x's dtype"
 };

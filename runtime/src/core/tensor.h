@@ -44,6 +44,11 @@ ByteSpan byte_span(const TensorRef& t, const std::string& what);
 
 bool spans_overlap(ByteSpan a, ByteSpan b);
 
+// The first n strides of t into a kernel parameter block (long long, as kernels_src declares them).
+inline void copy_strides(long long* dst, const TensorRef& t, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = t.strides[i];
+}
+
 // Whether two distinct indices of `t` can address the same element (a broadcast stride 0, or
 // strides too small for the sizes below them). Conservative: a layout whose strides, sorted,
 // do not each step over everything below them counts as overlapping.

@@ -61,9 +61,17 @@ class JitBackend final : public Backend {
   void run(const OpEntry& op, const Problem& problem, void* stream) override {
     const std::string why = unavailable_reason(op, problem.device_type, problem.device_index);
     if (!why.empty()) fail(CC1D_ERR_BACKEND_UNAVAILABLE, why);
-    const KernelLaunch launch = op.plan(problem);
+    if (problem.workspace_bytes > 0 && problem.workspace == nullptr)
+      fail(CC1D_ERR_INVALID_ARGUMENT, std::string("op '") + op.name + "' needs a device workspace of " +
+                                          std::to_string(problem.workspace_bytes) + " bytes on the " +
+                                          backend_name(id_) + " backend and none was passed (libcc1d never "
+                                          "allocates device memory); pass the op's workspace argument");
+    const std::vector<KernelLaunch> launches = op.plan(problem, problem.workspace);
     const JitDevice& dev = tc_->devices()[problem.device_index];
-    tc_->launch(dev, kernel(dev, launch.kernel), launch, stream);
+    // Every kernel is compiled and loaded before the first launch: a failure leaves nothing half done.
+    std::vector<void*> fns;
+    for (const KernelLaunch& l : launches) fns.push_back(kernel(dev, l.kernel));
+    for (size_t i = 0; i < launches.size(); ++i) tc_->launch(dev, fns[i], launches[i], stream);
   }
 
   std::string report_json() override;

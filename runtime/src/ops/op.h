@@ -1,10 +1,11 @@
 // op.h — an op is the unit of extension. Each op (forward, update, ...) owns, in its own files:
 //  - its argument table and validation: ops/<op>/<op>_op.cpp, which also defines its C entry point;
-//  - its plan: the kernel, the parameter block, the grid, block and shared memory (a KernelLaunch);
+//  - its plan: the kernel launches (kernel, parameter block, grid, block, shared memory), in order,
+//    and the device scratch memory they share (the workspace);
 //  - its CPU implementation: fallback/cpu/<op>_cpu.cpp;
 //  - its kernel: kernels_src/<op>.cuh, and its host instantiations for the emulator;
 // and is registered by one line in ops/registry.cpp. Backends never name an op: they receive an
-// OpEntry and a validated Problem, and run op.cpu(problem) or launch op.plan(problem).
+// OpEntry and a validated Problem, and run op.cpu(problem) or launch op.plan(problem, workspace).
 #pragma once
 #include <cstring>
 #include <string>
@@ -23,6 +24,12 @@ struct Problem {
   cc1d_device_type device_type = CC1D_DEVICE_CPU;
   int device_index = 0;
   bool nothing_to_do = false;  // valid, but no element to compute (an empty batch or dim)
+  // Scratch memory on the tensors' device that the op's kernel plan needs (0: none), and the
+  // caller's buffer for it (null: none given). libcc1d never allocates device memory: an op that
+  // needs a workspace requires it of the caller for GPU tensors; for host tensors the emulate
+  // backend allocates one (filled with 0xff bytes, so a read before a write shows up).
+  size_t workspace_bytes = 0;
+  void* workspace = nullptr;
   virtual ~Problem() = default;
 };
 
@@ -45,10 +52,18 @@ struct OpEntry {
   cc1d_op id;
   const char* name;                              // "fwd", as cc1d_op_name
   void (*cpu)(const Problem&);                   // the native CPU implementation, or null
-  KernelLaunch (*plan)(const Problem&);          // the kernel launch, or null (no GPU kernel)
+  // The kernel launches, run in order on one stream, given the workspace (problem.workspace_bytes
+  // at `workspace`); null when the op has no GPU kernel.
+  std::vector<KernelLaunch> (*plan)(const Problem&, void* workspace);
   std::vector<std::string> (*kernels)();         // every name expression plan() can choose
   void (*host_kernels)(std::vector<emu::HostKernel>&);  // the emulator's instantiations, or null
 };
+
+// The plan of an op that is one launch and needs no workspace.
+template <KernelLaunch (*Plan)(const Problem&)>
+std::vector<KernelLaunch> one_launch(const Problem& problem, void*) {
+  return {Plan(problem)};
+}
 
 // Kernel type name of a dtype in kernels_src: "float", "cc1d::half_t", "cc1d::bf16_t" (for the
 // ops' name expressions).

@@ -1,4 +1,5 @@
 // registry.cpp — the list of ops (one line per op), and what their name expressions share.
+#include "ops/bwd/bwd_op.h"
 #include "ops/fwd/fwd_op.h"
 #include "ops/update/update_op.h"
 #include "ops/op.h"
@@ -9,6 +10,7 @@ const std::vector<const OpEntry*>& all_ops() {
   static const std::vector<const OpEntry*> ops = {
       &kFwdOp,
       &kUpdateOp,
+      &kBwdOp,
   };
   return ops;
 }

@@ -3,7 +3,9 @@
 // perform (the op's plan), on host memory. A debugging tool: it shows that the GPU code computes
 // the right thing and is free of barrier races, not how fast it is.
 #include <atomic>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/error.h"
@@ -35,17 +37,31 @@ class EmulateBackend final : public Backend {
   }
 
   void run(const OpEntry& op, const Problem& problem, void*) override {
-    const KernelLaunch l = op.plan(problem);
-    const emu::HostKernel* k = emu::find_host_kernel(l.kernel);
-    if (k == nullptr)
-      fail(CC1D_ERR_INTERNAL, "emulate backend: no host instantiation of " + l.kernel + " (op '" + op.name +
-                                  "': its host kernel list is out of date with its plan)");
+    std::vector<float> own;  // host tensors without a caller's workspace: one of ours
+    void* workspace = problem.workspace;
+    if (problem.workspace_bytes > 0 && workspace == nullptr) {
+      own.resize((problem.workspace_bytes + sizeof(float) - 1) / sizeof(float));
+      std::memset(own.data(), 0xff, own.size() * sizeof(float));  // NaN: a read before a write shows
+      workspace = own.data();
+    }
+    const std::vector<KernelLaunch> launches = op.plan(problem, workspace);
+    std::vector<const emu::HostKernel*> kernels;
+    for (const KernelLaunch& l : launches) {
+      kernels.push_back(emu::find_host_kernel(l.kernel));
+      if (kernels.back() == nullptr)
+        fail(CC1D_ERR_INTERNAL, "emulate backend: no host instantiation of " + l.kernel + " (op '" + op.name +
+                                    "': its host kernel list is out of date with its plan)");
+    }
     if (!logged_.exchange(true))
       logger().info("emulate backend: running kernels_src on the CPU, one fiber per GPU thread "
                     "(a debugging tool, not a fast path)");
-    emu::launch_host_kernel(*k, dim3(l.grid[0], l.grid[1], l.grid[2]), dim3(l.block[0], l.block[1], l.block[2]),
-                            l.shared_bytes, l.params.data(), l.params.size(), emu::options_from_env());
-    ++launches_;
+    for (size_t i = 0; i < launches.size(); ++i) {
+      const KernelLaunch& l = launches[i];
+      emu::launch_host_kernel(*kernels[i], dim3(l.grid[0], l.grid[1], l.grid[2]),
+                              dim3(l.block[0], l.block[1], l.block[2]), l.shared_bytes, l.params.data(),
+                              l.params.size(), emu::options_from_env());
+      ++launches_;
+    }
   }
 
   std::string report_json() override {

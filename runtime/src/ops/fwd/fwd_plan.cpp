@@ -25,10 +25,6 @@ std::vector<std::string> all_fwd_kernels() {
   return names;
 }
 
-static void copy_strides(long long* dst, const TensorRef& t, int n) {
-  for (int i = 0; i < n; ++i) dst[i] = t.strides[i];
-}
-
 KernelLaunch plan_fwd(const Problem& problem) {
   const auto& pr = static_cast<const FwdProblem&>(problem);
   FwdParams p{};

@@ -118,10 +118,6 @@ std::vector<std::string> all_update_kernels() {
   return names;
 }
 
-static void copy_strides(long long* dst, const TensorRef& t, int n) {
-  for (int i = 0; i < n; ++i) dst[i] = t.strides[i];
-}
-
 KernelLaunch plan_update(const Problem& problem) {
   const auto& pr = static_cast<const UpdateProblem&>(problem);
   UpdateParams p{};
@@ -167,7 +163,8 @@ static void (*const update_host_kernels)(std::vector<emu::HostKernel>&) = emu::a
 static void (*const update_host_kernels)(std::vector<emu::HostKernel>&) = nullptr;
 #endif
 
-const OpEntry kUpdateOp{CC1D_OP_UPDATE, "update", update_cpu, plan_update, all_update_kernels, update_host_kernels};
+const OpEntry kUpdateOp{CC1D_OP_UPDATE, "update", update_cpu, one_launch<plan_update>, all_update_kernels,
+                        update_host_kernels};
 
 }  // namespace cc1d
 

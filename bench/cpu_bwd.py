@@ -1,0 +1,74 @@
+"""CPU backward benchmark: libcc1d's `cpu` backend beside the torch autograd baseline, the aten
+backend and the physical limit, in one run.
+
+Every column times the backward alone, as torch.autograd.grad(out, (x, weight, bias), dout,
+retain_graph=True) on a graph built once: ours is causal_conv1d_fn(backend="cpu"); the baseline
+is transformers' path without the package (depthwise F.conv1d with groups=dim and padding W-1,
+slice to L, silu) under autograd; aten is causal_conv1d_fn(backend="aten") (the torch-ops
+reference gradient). GB/s counts x and dout read plus dx written; the physical limit is torch
+copying a tensor of x's size on the same threads, scaled to those three tensors' bytes. Prints a markdown table for bench/RESULTS.md.
+
+    ~/.cache/causal-conv1d/venv/bin/python bench/cpu_bwd.py [--quick]
+"""
+import argparse
+import os
+import platform
+import torch
+import torch.nn.functional as F
+
+from causal_conv1d import causal_conv1d_fn
+from cpu_fwd import median_time  # same folder: the forward's timing rule
+
+
+def baseline(x, w, b):
+    L = x.shape[-1]
+    return F.silu(F.conv1d(x, w.unsqueeze(1), b, padding=w.shape[1] - 1, groups=x.shape[1])[..., :L])
+
+
+def backward_time(forward, x, w, b, dout, reps):
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    out = forward(*leaves)
+    return median_time(lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True), reps)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer repetitions")
+    args = ap.parse_args()
+    shapes = [(4, 2048, 2048), (1, 4096, 8192), (8, 1024, 1024)]
+    if args.quick:
+        shapes = [(2, 512, 1024)]
+    reps = 3 if args.quick else 5
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__} ({torch.get_num_threads()} threads)\n")
+    print("| shape (B,D,L) | dtype | layout | cpu backend ms | GB/s | baseline autograd ms | aten ms | copy GB/s "
+          "| cpu vs baseline |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for B, D, L in shapes:
+        for dtype in (torch.bfloat16, torch.float32):
+            for layout in ("channel-first", "channel-last"):
+                torch.manual_seed(0)
+
+                def make():
+                    if layout == "channel-first":
+                        return torch.randn(B, D, L, dtype=dtype)
+                    return torch.randn(B, L, D, dtype=dtype).transpose(1, 2)
+
+                x, dout = make(), make()
+                w = torch.randn(D, 4, dtype=dtype)
+                b = torch.randn(D, dtype=dtype)
+                nbytes = 3 * x.numel() * x.element_size()
+                t_ours = backward_time(lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="cpu"),
+                                       x, w, b, dout, reps)
+                t_base = backward_time(baseline, x, w, b, dout, reps)
+                t_aten = backward_time(lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="aten"),
+                                       x, w, b, dout, reps)
+                dst = torch.empty_like(x)
+                t_copy = median_time(lambda: dst.copy_(x), reps) * 1.5  # moves 2 of our 3 tensors' bytes
+                gbs = lambda t: nbytes / t / 1e9
+                print(f"| {B},{D},{L} | {str(dtype)[6:]} | {layout} | {t_ours * 1e3:.1f} | {gbs(t_ours):.2f} | "
+                      f"{t_base * 1e3:.1f} | {t_aten * 1e3:.1f} | {gbs(t_copy):.2f} | {t_base / t_ours:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()

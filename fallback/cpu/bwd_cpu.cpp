@@ -1,0 +1,330 @@
+// bwd_cpu.cpp — the backward op's native CPU implementation (run by the cpu backend).
+//
+// The same walk as the GPU kernel (kernels_src/bwd.cuh): time backwards, tile by tile, carrying
+// the W-1 values of g (the gradient of the pre-activation) that the later tile computed, so
+// silu's derivative is evaluated once per element. Inputs are converted to fp32 tiles and the
+// loops run over the contiguous axis with the width as a template parameter, so they vectorise:
+//  - time-major (channel-first): one work item per row (b, c), vectorised over time;
+//  - channel-major (channel-last): one item per (b, tile of channels), vectorised over channels.
+// Deterministic by construction: the items depend on the problem only, each accumulates its
+// dweight/dbias in fp32 in a fixed order into its own slot, and the slots are summed per channel
+// in batch order at the end — the same bits for any thread count.
+#include <algorithm>
+#include <vector>
+
+#include "fallback/cpu/convert.h"
+#include "fallback/cpu/thread_pool.h"
+#include "ops/bwd/bwd_op.h"
+
+namespace cc1d {
+
+namespace {
+
+constexpr int64_t kTimeTile = 2048;  // time-major: steps per tile
+constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
+constexpr int64_t kCLChanTile = 128;  // channel-major: channels per item
+constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
+
+// g[i] *= silu'(z[i]) = s (1 + z (1 - s)), s = sigmoid(z); 4 lanes at a time (convert.h's exp).
+void mul_silu_grad(const float* z, float* g, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    cc1d_v4f zv, gv;
+    std::memcpy(&zv, z + i, sizeof zv);
+    std::memcpy(&gv, g + i, sizeof gv);
+    const cc1d_v4f s = 1.f / (1.f + exp_approx(-zv));
+    gv *= s * (1.f + zv * (1.f - s));
+    std::memcpy(g + i, &gv, sizeof gv);
+  }
+  for (; i < n; ++i) {
+    const float s = 1.f / (1.f + std::exp(-z[i]));
+    g[i] *= s * (1.f + z[i] * (1.f - s));
+  }
+}
+
+float load(const void* base, cc1d_dtype dt, int64_t off) {
+  float v;
+  gather_fn(dt)(base, off, 1, 1, &v);
+  return v;
+}
+
+int seq_at(const BwdProblem& p, int64_t b, int64_t s) {
+  if (s < 0) s = 0;  // initial states belong to token 0's segment
+  return static_cast<const int32_t*>(p.seq_idx.data)[b * p.seq_idx.strides[0] + s * p.seq_idx.strides[1]];
+}
+
+// x at time s of row (b, c): initial states (or 0) for s < 0.
+float x_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
+  if (s >= 0) return load(p.x.data, p.x_dtype, b * p.x.strides[0] + c * p.x.strides[1] + s * p.x.strides[2]);
+  if (!p.initial_states.present()) return 0.f;
+  const TensorRef& st = p.initial_states;
+  return load(st.data, p.x_dtype, b * st.strides[0] + c * st.strides[1] + (p.width - 1 + s) * st.strides[2]);
+}
+
+// What dfinal_states adds to the gradient of x at time s.
+float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
+  const int64_t j = s - (p.seqlen - (p.width - 1));
+  if (!p.dfinal_states.present() || j < 0 || j >= p.width - 1) return 0.f;
+  const TensorRef& f = p.dfinal_states;
+  return load(f.data, p.x_dtype, b * f.strides[0] + c * f.strides[1] + j * f.strides[2]);
+}
+
+void store_dinit(const BwdProblem& p, int64_t b, int64_t c, int j, float v) {
+  const TensorRef& d = p.dinitial_states;
+  scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c * d.strides[1] + j * d.strides[2], 1, 1, &v);
+}
+
+// Each item's fp32 sums: per (b, c) the W taps of dweight then dbias.
+struct Sums {
+  std::vector<float> slots;
+  int stride = 0;
+  float* at(const BwdProblem& p, int64_t b, int64_t c) { return &slots[(b * p.dim + c) * stride]; }
+};
+
+// ---- time-major: one row, vectorised over time ---------------------------------------------
+// Tile arrays, index j <-> time t0-(W-1)+j: x (n+W-1), seg (n+2W-2); g index i <-> time t0+i
+// (n+W-1: the tile, then the carried halo).
+template <int W, bool SEQ>
+struct RowTile {
+  // z[i] = bias + sum_k w[k] x[i+k] (taps of another segment skipped).
+  static void pre_activation(const float* x, const int* seg, const float* w, float bias, float* z, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      float acc = bias;
+      for (int k = 0; k < W; ++k) acc += (!SEQ || seg[i + k] == seg[W - 1 + i]) ? w[k] * x[i + k] : 0.f;
+      z[i] = acc;
+    }
+  }
+  // dx[i] = sum_k w[k] g[i+W-1-k] (outputs of another segment skipped).
+  static void grad_x(const float* g, const int* seg, const float* w, float* dx, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      float acc = 0.f;
+      for (int k = 0; k < W; ++k) acc += (!SEQ || seg[2 * (W - 1) + i - k] == seg[W - 1 + i]) ? w[k] * g[i + W - 1 - k] : 0.f;
+      dx[i] = acc;
+    }
+  }
+  // dw[k] += sum_i g[i] x[i+k], db += sum_i g[i], each in kLanes fixed-order partial sums.
+  static void sums(const float* g, const float* x, const int* seg, float (&dw)[W][kLanes], float (&db)[kLanes],
+                   int64_t n) {
+    int64_t i0 = 0;
+    for (; i0 + kLanes <= n; i0 += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const int64_t i = i0 + l;
+        db[l] += g[i];
+        for (int k = 0; k < W; ++k) dw[k][l] += (!SEQ || seg[i + k] == seg[W - 1 + i]) ? g[i] * x[i + k] : 0.f;
+      }
+    for (int64_t i = i0; i < n; ++i) {
+      db[i - i0] += g[i];
+      for (int k = 0; k < W; ++k) dw[k][i - i0] += (!SEQ || seg[i + k] == seg[W - 1 + i]) ? g[i] * x[i + k] : 0.f;
+    }
+  }
+};
+
+// A worker's tile buffers, allocated once per range of items.
+struct RowBuffers {
+  std::vector<float> x, z, g, dx;
+  std::vector<int> seg;
+  explicit RowBuffers(int W)
+      : x(kTimeTile + W - 1), z(kTimeTile), g(kTimeTile + W - 1), dx(kTimeTile), seg(kTimeTile + 2 * (W - 1)) {}
+};
+
+template <int W, bool SEQ>
+void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers& buf) {
+  const TensorRef &xt = p.x, &dt = p.dout;
+  float w[W];
+  gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
+  const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
+  const GatherFn gx = gather_fn(p.x_dtype);
+  std::vector<float>&x = buf.x, &z = buf.z, &g = buf.g, &dx = buf.dx;
+  std::vector<int>& seg = buf.seg;
+  float carry[W > 1 ? W - 1 : 1] = {};  // g after the tile: 0 beyond seqlen
+  float dw[W][kLanes] = {}, db[kLanes] = {};
+  for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
+    const int64_t n = std::min(kTimeTile, p.seqlen - t0);
+    int64_t j = 0;
+    for (; j < W - 1 && t0 - (W - 1) + j < 0; ++j) x[j] = x_at(p, b, c, t0 - (W - 1) + j);
+    gx(xt.data, b * xt.strides[0] + c * xt.strides[1] + (t0 - (W - 1) + j) * xt.strides[2], xt.strides[2],
+       n + W - 1 - j, &x[j]);
+    gx(dt.data, b * dt.strides[0] + c * dt.strides[1] + t0 * dt.strides[2], dt.strides[2], n, g.data());
+    if (SEQ)
+      for (int64_t k = 0; k < n + 2 * (W - 1); ++k) {
+        const int64_t s = t0 - (W - 1) + k;
+        seg[k] = s < p.seqlen ? seq_at(p, b, s) : -1;
+      }
+    if (p.silu) {
+      RowTile<W, SEQ>::pre_activation(x.data(), seg.data(), w, bias, z.data(), n);
+      mul_silu_grad(z.data(), g.data(), n);
+    }
+    if (SEQ)
+      for (int64_t i = 0; i < n; ++i) g[i] = seg[W - 1 + i] < 0 ? 0.f : g[i];  // padding tokens
+    std::copy(carry, carry + W - 1, g.begin() + n);
+    if (p.dx.present()) {
+      RowTile<W, SEQ>::grad_x(g.data(), seg.data(), w, dx.data(), n);
+      for (int64_t i = std::max<int64_t>(0, p.seqlen - (W - 1) - t0); i < n; ++i) dx[i] += dfinal_at(p, b, c, t0 + i);
+      scatter_fn(p.x_dtype)(p.dx.data, b * p.dx.strides[0] + c * p.dx.strides[1] + t0 * p.dx.strides[2],
+                            p.dx.strides[2], n, dx.data());
+    }
+    RowTile<W, SEQ>::sums(g.data(), x.data(), seg.data(), dw, db, n);
+    if (t0 == 0 && p.dinitial_states.present())
+      for (int jj = 0; jj < W - 1; ++jj) {  // x at s = jj-(W-1) reaches outputs 0..jj
+        float a = dfinal_at(p, b, c, jj - (W - 1));
+        for (int k = 0; k <= jj; ++k) a += (!SEQ || seg[W - 1 + jj - k] == seg[W - 1]) ? w[k] * g[jj - k] : 0.f;
+        store_dinit(p, b, c, jj, a);
+      }
+    std::copy(g.begin(), g.begin() + W - 1, carry);
+  }
+  for (int k = 0; k <= W; ++k) {
+    const float* lanes = k < W ? dw[k] : db;
+    float s = 0.f;
+    for (int l = 0; l < kLanes; ++l) s += lanes[l];
+    sums[k] = s;
+  }
+}
+
+// ---- channel-major: one (batch, channel tile), vectorised over channels --------------------
+// Rows of nc channels: x rows j <-> time t0-(W-1)+j (nt+W-1 rows), g rows i <-> time t0+i (nt,
+// then the W-1 carried rows).
+struct TileBuffers {
+  std::vector<float> w, bias, x, z, g, carry, dw, db, a;
+  explicit TileBuffers(int W)
+      : w(W * kCLChanTile), bias(kCLChanTile), x((kCLTimeTile + W - 1) * kCLChanTile), z(kCLChanTile),
+        g((kCLTimeTile + W - 1) * kCLChanTile), carry((W - 1) * kCLChanTile), dw(W * kCLChanTile),
+        db(kCLChanTile), a(kCLChanTile) {}
+};
+
+template <int W>
+void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& out, TileBuffers& buf) {
+  const GatherFn gx = gather_fn(p.x_dtype), gw = gather_fn(p.w_dtype);
+  const ScatterFn sx = scatter_fn(p.x_dtype);
+  std::vector<float>&w = buf.w, &bias = buf.bias, &x = buf.x, &z = buf.z, &g = buf.g, &carry = buf.carry;
+  std::vector<float>&dw = buf.dw, &db = buf.db, &a = buf.a;
+  std::fill(bias.begin(), bias.end(), 0.f);
+  std::fill(carry.begin(), carry.end(), 0.f);
+  std::fill(dw.begin(), dw.end(), 0.f);
+  std::fill(db.begin(), db.end(), 0.f);
+  for (int k = 0; k < W; ++k)
+    gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &w[k * nc]);
+  if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
+  const bool has_seq = p.seq_idx.present();
+  auto seq = [&](int64_t s) { return !has_seq ? 0 : s < p.seqlen ? seq_at(p, b, s) : -1; };
+  for (int64_t t0 = (p.seqlen - 1) / kCLTimeTile * kCLTimeTile; t0 >= 0; t0 -= kCLTimeTile) {
+    const int64_t nt = std::min(kCLTimeTile, p.seqlen - t0);
+    for (int64_t j = 0; j < nt + W - 1; ++j) {
+      const int64_t s = t0 - (W - 1) + j;
+      if (s >= 0)
+        gx(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + s * p.x.strides[2], p.x.strides[1], nc, &x[j * nc]);
+      else
+        for (int64_t q = 0; q < nc; ++q) x[j * nc + q] = x_at(p, b, c0 + q, s);
+    }
+    for (int64_t i = 0; i < nt; ++i) {
+      const int64_t t = t0 + i;
+      float* gi = &g[i * nc];
+      const int cur = seq(t);
+      if (cur < 0) {  // a padding token: no gradient flows through it
+        std::fill(gi, gi + nc, 0.f);
+        continue;
+      }
+      gx(p.dout.data, b * p.dout.strides[0] + c0 * p.dout.strides[1] + t * p.dout.strides[2], p.dout.strides[1], nc, gi);
+      if (!p.silu) continue;
+      std::copy(bias.begin(), bias.begin() + nc, z.begin());
+      for (int k = 0; k < W; ++k) {
+        if (seq(t - (W - 1) + k) != cur) continue;
+        const float *xr = &x[(i + k) * nc], *wr = &w[k * nc];
+        for (int64_t q = 0; q < nc; ++q) z[q] += wr[q] * xr[q];
+      }
+      mul_silu_grad(z.data(), gi, nc);
+    }
+    std::copy(carry.begin(), carry.begin() + (W - 1) * nc, g.begin() + nt * nc);
+    // dx at t0+i for i in [0, nt), and in the first tile dinitial_states at -(W-1)..-1.
+    for (int64_t i = nt - 1; i >= (t0 == 0 ? -(W - 1) : 0); --i) {
+      const int64_t s = t0 + i;
+      if (s >= 0 ? !p.dx.present() : !p.dinitial_states.present()) continue;
+      const int cur = seq(s);
+      std::fill(a.begin(), a.begin() + nc, 0.f);
+      if (p.dfinal_states.present() && s >= p.seqlen - (W - 1))
+        for (int64_t q = 0; q < nc; ++q) a[q] = dfinal_at(p, b, c0 + q, s);
+      for (int k = 0; k < W; ++k) {
+        const int64_t r = i + W - 1 - k;  // the output this tap feeds
+        if (r < 0 || seq(t0 + r) != cur) continue;
+        const float *gr = &g[r * nc], *wr = &w[k * nc];
+        for (int64_t q = 0; q < nc; ++q) a[q] += wr[q] * gr[q];
+      }
+      if (s >= 0)
+        sx(p.dx.data, b * p.dx.strides[0] + c0 * p.dx.strides[1] + s * p.dx.strides[2], p.dx.strides[1], nc, a.data());
+      else
+        for (int64_t q = 0; q < nc; ++q) store_dinit(p, b, c0 + q, static_cast<int>(s + W - 1), a[q]);
+    }
+    for (int64_t i = 0; i < nt; ++i) {
+      const float* gi = &g[i * nc];
+      const int cur = seq(t0 + i);
+      for (int64_t q = 0; q < nc; ++q) db[q] += gi[q];
+      for (int k = 0; k < W; ++k) {
+        if (seq(t0 + i - (W - 1) + k) != cur) continue;
+        const float* xr = &x[(i + k) * nc];
+        float* d = &dw[k * nc];
+        for (int64_t q = 0; q < nc; ++q) d[q] += gi[q] * xr[q];
+      }
+    }
+    std::copy(g.begin(), g.begin() + (W - 1) * nc, carry.begin());
+  }
+  for (int64_t q = 0; q < nc; ++q) {
+    float* slot = out.at(p, b, c0 + q);
+    for (int k = 0; k < W; ++k) slot[k] = dw[k * nc + q];
+    slot[W] = db[q];
+  }
+}
+
+using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, float*, RowBuffers&);
+using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, Sums&, TileBuffers&);
+template <int... Ws>
+struct Table {
+  static constexpr RowFn row[] = {bwd_row<Ws, false>...};
+  static constexpr RowFn row_seq[] = {bwd_row<Ws, true>...};
+  static constexpr TileFn channels[] = {bwd_channels<Ws>...};
+};
+using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
+
+// dweight and dbias: per channel, the items' sums in batch order.
+void write_sums(const BwdProblem& p, const Sums& sums) {
+  const int W = p.width;
+  parallel_for(p.dim, 256, [&](int64_t begin, int64_t end) {
+    std::vector<float> total(W + 1);
+    for (int64_t c = begin; c < end; ++c) {
+      std::fill(total.begin(), total.end(), 0.f);
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int k = 0; k <= W; ++k) total[k] += sums.slots[(b * p.dim + c) * (W + 1) + k];
+      if (p.dweight.present())
+        scatter_fn(p.w_dtype)(p.dweight.data, c * p.dweight.strides[0], p.dweight.strides[1], W, total.data());
+      if (p.dbias.present()) scatter_fn(p.w_dtype)(p.dbias.data, c * p.dbias.strides[0], 1, 1, &total[W]);
+    }
+  });
+}
+
+}  // namespace
+
+void bwd_cpu(const Problem& problem) {
+  const auto& p = static_cast<const BwdProblem&>(problem);
+  const int W = p.width;
+  Sums sums;
+  sums.stride = W + 1;
+  sums.slots.assign(static_cast<size_t>(p.batch * p.dim * (W + 1)), 0.f);
+  if (p.time_major) {
+    const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
+    // Rows in groups of about 32 K steps, so the buffers are set up once per group.
+    parallel_for(p.batch * p.dim, std::max<int64_t>(1, 32768 / p.seqlen), [&](int64_t begin, int64_t end) {
+      RowBuffers buf(W);
+      for (int64_t r = begin; r < end; ++r) row(p, r / p.dim, r % p.dim, sums.at(p, r / p.dim, r % p.dim), buf);
+    });
+  } else {
+    const int64_t tiles = (p.dim + kCLChanTile - 1) / kCLChanTile;
+    parallel_for(p.batch * tiles, 1, [&](int64_t begin, int64_t end) {
+      TileBuffers buf(W);
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / tiles, c0 = (item % tiles) * kCLChanTile;
+        Kernels::channels[W - 1](p, b, c0, std::min(kCLChanTile, p.dim - c0), sums, buf);
+      }
+    });
+  }
+  if (p.wants_sums()) write_sums(p, sums);
+}
+
+}  // namespace cc1d

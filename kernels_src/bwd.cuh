@@ -1,0 +1,353 @@
+// bwd.cuh — the backward kernels: gradients of x, weight, bias and initial states.
+//
+// With g(t) = dout(t) * act'(z(t)) the gradient of the pre-activation z at output t (0 at padding
+// tokens and outside [0, seqlen)) and m(s, t) = [seq(s) == seq(t)] (1 without seq_idx):
+//     dx(s)  = sum_k w[k] g(s+W-1-k) m(s, s+W-1-k) + dfinal(s)   (s < 0: dinitial_states)
+//     dw[k]  = sum_t g(t) x(t-W+1+k) m(t-W+1+k, t),   db = sum_t g(t)
+// SiLU is recomputed from the pre-activation, never stored.
+//
+// Kernels, launched in order by the planner (runtime/src/ops/bwd/bwd_plan.cpp):
+//  - causal_conv1d_bwd_zero_kernel: zeroes the fp32 sums the atomics accumulate into (atomic mode);
+//  - causal_conv1d_bwd_kernel<TX, TW, W, LAYOUT>: dx and dinitial_states, and per (batch, time
+//    segment) the fp32 partial sums of dweight and dbias, added with atomics into one row of
+//    BwdParams::acc, or (deterministic) stored into its own row;
+//  - causal_conv1d_bwd_finalize_kernel<TW>: sums the rows of acc in a fixed order into dweight and
+//    dbias, in weight's dtype.
+// Time layouts: a block walks one row's time segment backwards, chunk by chunk; each thread owns
+// 16 bytes of x (4 fp32 or 8 fp16/bf16 steps), loaded as one vector on the unit-stride path. The
+// left halo of x and the right halo of g (carried from the later chunk, so silu is recomputed once)
+// go through shared memory. The block then reduces dweight and dbias in a fixed order.
+// Channel layout: a thread walks its channel backwards over a segment (and W-1 steps of halo)
+// with sliding windows.
+#pragma once
+#include "bwd_params.h"
+#include "cc1d_types.cuh"
+#include "common.cuh"
+
+namespace cc1d {
+
+// d silu(z) / dz = s (1 + z (1 - s)), s = sigmoid(z); fast-math like the forward's silu.
+CC1D_HD float silu_grad(float z) {
+  const float s = __fdividef(1.0f, 1.0f + __expf(-z));
+  return s * (1.0f + z * (1.0f - s));
+}
+
+// x at time s of row (b, c): initial states (or 0) for -(W-1) <= s < 0, 0 elsewhere outside x.
+template <typename TX>
+CC1D_HD float bwd_x(const BwdParams& p, int W, long long b, long long c, long long s) {
+  if (s >= p.seqlen || s < -(W - 1)) return 0.f;
+  if (s >= 0) return load_as_float<TX>(p.x, b * p.x_stride[0] + c * p.x_stride[1] + s * p.x_stride[2]);
+  if (p.initial_states == nullptr) return 0.f;
+  return load_as_float<TX>(p.initial_states,
+                           b * p.init_stride[0] + c * p.init_stride[1] + (W - 1 + s) * p.init_stride[2]);
+}
+
+// Segment id of time s: token 0's before 0, -1 from seqlen on, 0 without seq_idx.
+CC1D_HD int bwd_seq(const BwdParams& p, long long b, long long s) {
+  if (p.seq_idx == nullptr) return 0;
+  if (s >= p.seqlen) return -1;
+  if (s < 0) s = 0;
+  return p.seq_idx[b * p.seq_stride[0] + s * p.seq_stride[1]];
+}
+
+// What dfinal_states adds to the gradient of x at time s (final states are x at the last W-1
+// positions, states included when seqlen < W-1).
+template <typename TX>
+CC1D_HD float bwd_dfinal(const BwdParams& p, int W, long long b, long long c, long long s) {
+  const long long j = s - (p.seqlen - (W - 1));
+  if (p.dfinal_states == nullptr || j < 0 || j >= W - 1) return 0.f;
+  return load_as_float<TX>(p.dfinal_states,
+                           b * p.dfinal_stride[0] + c * p.dfinal_stride[1] + j * p.dfinal_stride[2]);
+}
+
+template <typename TX>
+CC1D_HD float bwd_dout(const BwdParams& p, long long b, long long c, long long t) {
+  return load_as_float<TX>(p.dout, b * p.dout_stride[0] + c * p.dout_stride[1] + t * p.dout_stride[2]);
+}
+
+// g(t) read and recomputed from global memory, for the halo the time layouts' walk starts with.
+template <typename TX, int W>
+CC1D_HD float bwd_g_at(const BwdParams& p, const float (&w)[W], float bias, long long b, long long c,
+                       long long t) {
+  if (t < 0 || t >= p.seqlen) return 0.f;
+  const int cur = bwd_seq(p, b, t);
+  if (cur < 0) return 0.f;
+  const float d = bwd_dout<TX>(p, b, c, t);
+  if (!p.silu) return d;
+  float z = bias;
+  for (int k = 0; k < W; ++k)
+    if (bwd_seq(p, b, t - (W - 1) + k) == cur) z += w[k] * bwd_x<TX>(p, W, b, c, t - (W - 1) + k);
+  return d * silu_grad(z);
+}
+
+// One (channel, part) partial sum: tap k < W of dweight, or dbias for k == W.
+template <int W>
+CC1D_HD void bwd_put_partial(const BwdParams& p, long long part, long long c, int k, float v) {
+  float* a = p.acc + c * (W + 1) + k;
+  if (p.deterministic)
+    a[part * p.dim * (W + 1)] = v;
+  else
+    atomicAdd(a, v);
+}
+
+template <typename TW, int W>
+CC1D_HD void bwd_load_weights(const BwdParams& p, long long c, float (&w)[W], float& bias) {
+  for (int k = 0; k < W; ++k) w[k] = load_as_float<TW>(p.weight, c * p.w_stride[0] + k * p.w_stride[1]);
+  bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
+}
+
+// Sums each thread's W+1 partials over the block in a fixed order and hands them to bwd_put_partial.
+template <int W>
+CC1D_HD void bwd_block_reduce(const BwdParams& p, long long part, long long c, const float (&dw)[W], float db,
+                              float* red, float* red2) {
+  constexpr int K = W + 1;
+  const int tid = threadIdx.x;
+  for (int k = 0; k < W; ++k) red[k * kBwdThreads + tid] = dw[k];
+  red[W * kBwdThreads + tid] = db;
+  __syncthreads();
+  for (int i = tid; i < K * 32; i += kBwdThreads) {
+    const float* r = red + (i / 32) * kBwdThreads + i % 32;
+    red2[i] = (r[0] + r[32]) + (r[64] + r[96]);
+  }
+  __syncthreads();
+  if (tid < K) {
+    float s = 0.f;
+    for (int l = 0; l < 32; ++l) s += red2[tid * 32 + l];
+    bwd_put_partial<W>(p, part, c, tid, s);
+  }
+}
+
+// TIME layouts: block (b, c, seg). Per chunk, three barriers: the tiles are free, the tiles of x
+// (and seq) are filled, g is filled. VEC (the fast path: unit stride, aligned rows, no seq_idx)
+// moves each thread's 16 bytes of x, dout and dx as one vector.
+template <typename TX, typename TW, int W, bool VEC>
+CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long long seg, float* smem) {
+  constexpr int C = bwd_chunk(sizeof(TX)), N = C / kBwdThreads;  // bwd_params.h
+  float* xt = smem;                     // xt[W-1+q] = x(t0+q), q in [-(W-1), C)
+  float* gt = smem + bwd_smem_gt(C, W);  // gt[q] = g(t0+q), q in [0, C+W-1)
+  int* st = reinterpret_cast<int*>(smem + bwd_smem_st(C, W));  // st[W-1+q] = seq(t0+q), q in [-(W-1), C+W-1)
+  const int tid = threadIdx.x;
+  const bool has_seq = !VEC && p.seq_idx != nullptr;
+  float w[W], bias;
+  bwd_load_weights<TW, W>(p, c, w, bias);
+  const TX* xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+  const TX* drow = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1];
+  TX* dxrow = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] : nullptr;
+  const long long s_begin = seg * p.segment_len;
+  const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
+  float dw[W], db = 0.f;
+  for (int k = 0; k < W; ++k) dw[k] = 0.f;
+  // Thread j < W-1 carries g(t0 + C + j), the right halo of the chunk at t0.
+  float carry = tid < W - 1 ? bwd_g_at<TX, W>(p, w, bias, b, c, s_end + tid) : 0.f;
+  for (long long t0 = s_begin + (s_end - s_begin - 1) / C * C; t0 >= s_begin; t0 -= C) {
+    const long long my0 = t0 + (long long)tid * N;
+    const bool full = my0 + N <= p.seqlen;
+    float xv[N], dv[N];
+    int sv[N];
+    if (VEC && full) {
+      alignas(16) TX xe[N];
+      alignas(16) TX de[N];
+      cc1d_vec_load(xrow + my0, xe);
+      cc1d_vec_load(drow + my0, de);
+      for (int j = 0; j < N; ++j) {
+        xv[j] = to_float(xe[j]);
+        dv[j] = to_float(de[j]);
+      }
+    } else {
+      for (int j = 0; j < N; ++j) {
+        const bool in = my0 + j < p.seqlen;
+        xv[j] = in ? to_float(xrow[(my0 + j) * p.x_stride[2]]) : 0.f;
+        dv[j] = in ? to_float(drow[(my0 + j) * p.dout_stride[2]]) : 0.f;
+      }
+    }
+    if (has_seq)
+      for (int j = 0; j < N; ++j) sv[j] = bwd_seq(p, b, my0 + j);
+    float xl = 0.f;
+    int sl = 0, sr = 0;
+    if (tid < W - 1) {
+      xl = bwd_x<TX>(p, W, b, c, t0 - (W - 1) + tid);
+      if (has_seq) {
+        sl = bwd_seq(p, b, t0 - (W - 1) + tid);
+        sr = bwd_seq(p, b, t0 + C + tid);
+      }
+    }
+    __syncthreads();
+    for (int j = 0; j < N; ++j) xt[W - 1 + tid * N + j] = xv[j];
+    if (has_seq)
+      for (int j = 0; j < N; ++j) st[W - 1 + tid * N + j] = sv[j];
+    if (tid < W - 1) {
+      xt[tid] = xl;
+      gt[C + tid] = carry;
+      if (has_seq) {
+        st[tid] = sl;
+        st[W - 1 + C + tid] = sr;
+      }
+    }
+    __syncthreads();
+    // g at the thread's N steps (dv is 0 past seqlen); silu's derivative from the recomputed z.
+    float gv[N];
+    if (p.silu) {
+      for (int j = 0; j < N; ++j) {
+        const int q = tid * N + j;
+        float z = bias;
+        for (int k = 0; k < W; ++k) z += (!has_seq || st[q + k] == st[W - 1 + q]) ? w[k] * xt[q + k] : 0.f;
+        gv[j] = dv[j] * silu_grad(z);
+      }
+    } else {
+      for (int j = 0; j < N; ++j) gv[j] = dv[j];
+    }
+    for (int j = 0; j < N; ++j) {
+      const int q = tid * N + j;
+      if (has_seq) gv[j] = st[W - 1 + q] < 0 ? 0.f : gv[j];  // a padding token
+      gt[q] = gv[j];
+      db += gv[j];
+      for (int k = 0; k < W; ++k) dw[k] += (!has_seq || st[q + k] == st[W - 1 + q]) ? gv[j] * xt[q + k] : 0.f;
+    }
+    __syncthreads();
+    if (dxrow != nullptr) {
+      float dxv[N];
+      for (int j = 0; j < N; ++j) {
+        const int q = tid * N + j;
+        const int cur = has_seq ? st[W - 1 + q] : 0;
+        float a = 0.f;
+        for (int k = 0; k < W; ++k)
+          a += (!has_seq || st[2 * (W - 1) + q - k] == cur) ? w[k] * gt[q + W - 1 - k] : 0.f;
+        dxv[j] = a;
+      }
+      if (p.dfinal_states != nullptr && my0 + N > p.seqlen - (W - 1))  // the last W-1 steps only
+        for (int j = 0; j < N; ++j) dxv[j] += bwd_dfinal<TX>(p, W, b, c, my0 + j);
+      if (VEC && full) {
+        alignas(16) TX e[N];
+        for (int j = 0; j < N; ++j) e[j] = from_float<TX>(dxv[j]);
+        cc1d_vec_store(dxrow + my0, e);
+      } else {
+        for (int j = 0; j < N; ++j)
+          if (my0 + j < p.seqlen) dxrow[(my0 + j) * p.dx_stride[2]] = from_float<TX>(dxv[j]);
+      }
+    }
+    if (t0 == 0 && p.dinitial_states != nullptr && tid < W - 1) {
+      // x at s = tid - (W-1) < 0 (token 0's segment) reaches outputs 0..tid.
+      const int cur = has_seq ? st[W - 1] : 0;
+      float a = 0.f;
+      for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
+        if (k <= tid) a += (!has_seq || st[W - 1 + tid - k] == cur) ? w[k] * gt[tid - k] : 0.f;
+      a += bwd_dfinal<TX>(p, W, b, c, tid - (W - 1));
+      static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + tid * p.dinit_stride[2]] =
+          from_float<TX>(a);
+    }
+    if (tid < W - 1) carry = gt[tid];
+  }
+  if (p.acc != nullptr)
+    bwd_block_reduce<W>(p, b * p.num_segments + seg, c, dw, db, smem + bwd_smem_red(C, W),
+                        smem + bwd_smem_red2(C, W));
+}
+
+// CHANNEL layout: thread = channel; it walks its segment backwards with windows indexed
+// o <-> time t-(W-1)+o. The walk starts W-1 steps after the segment (g there is dx's halo: it
+// is computed, not accumulated) and, in the first segment, ends at -(W-1) for dinitial_states.
+template <typename TX, typename TW, int W>
+CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, long long seg) {
+  const long long c = cb * kBwdThreads + threadIdx.x;
+  if (c >= p.dim) return;
+  float w[W], bias;
+  bwd_load_weights<TW, W>(p, c, w, bias);
+  const long long t0 = seg * p.segment_len;
+  const long long t1 = t0 + p.segment_len < p.seqlen ? t0 + p.segment_len : p.seqlen;
+  const long long t_start = t1 + (W - 2) < p.seqlen - 1 ? t1 + (W - 2) : p.seqlen - 1;
+  float xw[W];          // x(t-(W-1)+o), o < W
+  float gw[2 * W - 1];  // g(t-(W-1)+o), o >= W-1 (0 beyond the walk's start: past seqlen or not needed)
+  int sw[2 * W - 1];    // seq(t-(W-1)+o)
+  for (int o = 0; o < 2 * W - 1; ++o) {
+    if (o < W) xw[o] = bwd_x<TX>(p, W, b, c, t_start + 1 - (W - 1) + o);
+    sw[o] = bwd_seq(p, b, t_start + 1 - (W - 1) + o);
+    gw[o] = 0.f;
+  }
+  float dw[W], db = 0.f;
+  for (int k = 0; k < W; ++k) dw[k] = 0.f;
+  const long long t_stop = t0 == 0 ? -(W - 1) : t0;
+  for (long long t = t_start; t >= t_stop; --t) {
+    for (int o = 2 * W - 2; o > 0; --o) {
+      gw[o] = gw[o - 1];
+      sw[o] = sw[o - 1];
+    }
+    for (int o = W - 1; o > 0; --o) xw[o] = xw[o - 1];
+    xw[0] = bwd_x<TX>(p, W, b, c, t - (W - 1));
+    sw[0] = bwd_seq(p, b, t - (W - 1));
+    const int cur = sw[W - 1];
+    const bool mine = t < t1;  // t >= t1: the halo
+    float g = 0.f;
+    if (t >= 0 && cur >= 0) {
+      g = bwd_dout<TX>(p, b, c, t);
+      if (p.silu) {
+        float z = bias;
+        for (int k = 0; k < W; ++k) z += sw[k] == cur ? w[k] * xw[k] : 0.f;
+        g *= silu_grad(z);
+      }
+      if (mine) {
+        db += g;
+        for (int k = 0; k < W; ++k) dw[k] += sw[k] == cur ? g * xw[k] : 0.f;
+      }
+    }
+    gw[W - 1] = g;
+    if (!mine) continue;
+    float a = bwd_dfinal<TX>(p, W, b, c, t);
+    for (int k = 0; k < W; ++k) a += sw[2 * W - 2 - k] == cur ? w[k] * gw[2 * W - 2 - k] : 0.f;
+    if (t >= 0) {
+      if (p.dx) static_cast<TX*>(p.dx)[b * p.dx_stride[0] + c * p.dx_stride[1] + t * p.dx_stride[2]] = from_float<TX>(a);
+    } else if (p.dinitial_states) {
+      static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] +
+                                           (t + W - 1) * p.dinit_stride[2]] = from_float<TX>(a);
+    }
+  }
+  if (p.acc == nullptr) return;
+  const long long part = b * p.num_segments + seg;
+  for (int k = 0; k < W; ++k) bwd_put_partial<W>(p, part, c, k, dw[k]);
+  bwd_put_partial<W>(p, part, c, W, db);
+}
+
+// Grid: x walks (channel or channel block, segment) pairs of one batch row, y walks batches; both
+// are block-strided. The planner keeps the pairs per batch under 2^32 (32-bit index math).
+template <typename TX, typename TW, int W, int LAYOUT>
+__global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_kernel(const BwdParams p) {
+  CC1D_DYNAMIC_SHARED(float, smem);
+  const unsigned ns = (unsigned)p.num_segments;
+  const long long per_batch = p.num_segments * p.num_channel_blocks;
+  for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
+    for (long long blk = blockIdx.x; blk < per_batch; blk += gridDim.x) {
+      const unsigned u = (unsigned)blk;
+      const long long seg = u % ns, cb = u / ns;
+      if constexpr (LAYOUT == kBwdLayoutChannel) {
+        bwd_channel_segment<TX, TW, W>(p, b, cb, seg);
+      } else {
+        bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec>(p, b, cb, seg, smem);
+      }
+    }
+  }
+}
+
+// Zeroes the (dim, width+1) sums the atomics of the main kernel add into (T: float; a template
+// so that NVRTC compiles it only into the programs that name it).
+template <typename T>
+__global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_zero_kernel(const BwdParams p) {
+  const long long n = p.dim * (p.width + 1);
+  for (long long i = (long long)blockIdx.x * kBwdThreads + threadIdx.x; i < n; i += (long long)gridDim.x * kBwdThreads)
+    p.acc[i] = T(0);
+}
+
+// dweight and dbias in weight's dtype: element i of a (dim, width+1) row sums the parts 0, 1, ...
+// in that order, whatever order the main kernel's blocks ran in.
+template <typename TW>
+__global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_finalize_kernel(const BwdParams p) {
+  const long long K = p.width + 1, n = p.dim * K;
+  for (long long i = (long long)blockIdx.x * kBwdThreads + threadIdx.x; i < n; i += (long long)gridDim.x * kBwdThreads) {
+    const long long c = i / K, k = i % K;
+    void* out = k < p.width ? p.dweight : p.dbias;
+    if (out == nullptr) continue;
+    float s = 0.f;
+    for (long long part = 0; part < p.parts; ++part) s += p.acc[part * n + i];
+    const long long off = k < p.width ? c * p.dw_stride[0] + k * p.dw_stride[1] : c * p.db_stride;
+    static_cast<TW*>(out)[off] = from_float<TW>(s);
+  }
+}
+
+}  // namespace cc1d

@@ -1,0 +1,78 @@
+// bwd_params.h — the single by-value parameter block of the backward's kernels.
+//
+// Shared verbatim by the kernels (NVRTC and emulator) and by the host code that fills it
+// (runtime/src/ops/bwd/bwd_plan.cpp). Plain C types only: compiled by NVRTC with no headers.
+// Strides are in elements, 64-bit.
+#pragma once
+
+namespace cc1d {
+
+constexpr int kBwdThreads = 128;  // threads per block, every layout
+
+// Thread mapping of the main kernel, chosen by the planner from the strides.
+constexpr int kBwdLayoutTime = 0;     // threads walk time (each 16 bytes of x), scalar loads, any strides
+constexpr int kBwdLayoutTimeVec = 1;  // 16-byte loads and stores (unit stride, aligned rows), no seq_idx
+constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each over a run of time
+
+// Time layouts: a block walks one row's segment of time backwards, chunk by chunk; a chunk is
+// kBwdThreads * (16 / sizeof(x's element)) steps. Channel layout: a thread walks its channel
+// over a segment. At most kBwdMaxSegments segments per row, which bounds the workspace of the
+// deterministic mode.
+constexpr int kBwdMaxSegments = 64;
+constexpr int kBwdMinChannelSegment = 64;  // channel layout: time steps per thread, at least
+
+// Time layouts: steps per chunk (each thread 16 bytes of x), and the dynamic shared memory of a
+// block in floats: x with its left halo, g with its right halo, the two stages of the block
+// reduction, then (with seq_idx) the segment ids of x's positions with both halos.
+// (Host and device functions: the planner sizes the launch with the same numbers.)
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define CC1D_BWD_SIZE __host__ __device__ constexpr int
+#else
+#define CC1D_BWD_SIZE constexpr int
+#endif
+CC1D_BWD_SIZE bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
+CC1D_BWD_SIZE bwd_smem_gt(int C, int W) { return W - 1 + C; }
+CC1D_BWD_SIZE bwd_smem_red(int C, int W) { return bwd_smem_gt(C, W) + C + W - 1; }
+CC1D_BWD_SIZE bwd_smem_red2(int C, int W) { return bwd_smem_red(C, W) + (W + 1) * kBwdThreads; }
+CC1D_BWD_SIZE bwd_smem_st(int C, int W) { return bwd_smem_red2(C, W) + (W + 1) * 32; }
+CC1D_BWD_SIZE bwd_smem_floats(int C, int W, bool seq) { return bwd_smem_st(C, W) + (seq ? C + 2 * (W - 1) : 0); }
+#undef CC1D_BWD_SIZE
+
+struct BwdParams {
+  const void* x;               // (batch, dim, seqlen), TX
+  const void* weight;          // (dim, width), TW
+  const void* bias;            // (dim,), TW, or null
+  const int* seq_idx;          // (batch, seqlen), or null
+  const void* initial_states;  // (batch, dim, width-1), TX, or null
+  const void* dout;            // (batch, dim, seqlen), TX
+  const void* dfinal_states;   // (batch, dim, width-1), TX, or null
+  void* dx;                    // (batch, dim, seqlen), TX, or null
+  void* dinitial_states;       // (batch, dim, width-1), TX, or null
+  void* dweight;               // (dim, width), TW, or null (finalize kernel)
+  void* dbias;                 // (dim,), TW, or null (finalize kernel)
+  // fp32 partial sums (parts, dim, width+1): per channel the width taps of dweight, then dbias.
+  // Null when neither dweight nor dbias is wanted.
+  float* acc;
+  long long batch, dim, seqlen;
+  long long x_stride[3];
+  long long w_stride[2];
+  long long bias_stride;
+  long long seq_stride[2];
+  long long init_stride[3];
+  long long dout_stride[3];
+  long long dfinal_stride[3];
+  long long dx_stride[3];
+  long long dinit_stride[3];
+  long long dw_stride[2];
+  long long db_stride;
+  long long num_segments;        // segments per row
+  long long segment_len;         // time steps per segment (time layouts: a multiple of the chunk)
+  long long num_channel_blocks;  // channel layout: ceil(dim / kBwdThreads); time layouts: dim
+  long long parts;               // rows of acc: 1 (atomics) or batch * num_segments (deterministic)
+  int width;                     // for the zero and finalize kernels
+  int silu;
+  int deterministic;             // 1: each (batch, segment) writes its own row of acc, no atomics
+  int pad_;
+};
+
+}  // namespace cc1d

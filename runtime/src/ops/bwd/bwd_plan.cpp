@@ -1,0 +1,153 @@
+// bwd_plan.cpp — the backward's kernel plan: which main-kernel variant, how a row is split into
+// time segments, the workspace that follows, and the launches (zero, main, finalize). Followed by
+// every kernel-running backend (nvrtc, emulate), so both run the same.
+#include <algorithm>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "core/gpu_limits.h"
+#include "kernels_src/bwd_params.h"
+#include "ops/bwd/bwd_op.h"
+
+namespace cc1d {
+
+std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
+  return std::string("cc1d::causal_conv1d_bwd_kernel<") + kernel_type_name(x) + ", " + kernel_type_name(w) + ", " +
+         std::to_string(width) + ", " + std::to_string(layout) + ">";
+}
+
+std::string bwd_finalize_kernel_name(cc1d_dtype w) {
+  return std::string("cc1d::causal_conv1d_bwd_finalize_kernel<") + kernel_type_name(w) + ">";
+}
+
+std::vector<std::string> all_bwd_kernels() {
+  std::vector<std::string> names;
+  const cc1d_dtype dtypes[] = {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16};
+  for (cc1d_dtype x : dtypes)
+    for (cc1d_dtype w : dtypes)
+      for (int width = 1; width <= CC1D_MAX_WIDTH; ++width)
+        for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel})
+          names.push_back(bwd_kernel_name(x, w, width, layout));
+  for (cc1d_dtype w : dtypes) names.push_back(bwd_finalize_kernel_name(w));
+  names.push_back(kBwdZeroKernel);
+  return names;
+}
+
+namespace {
+
+// Whether the 16-byte loads and stores of kBwdLayoutTimeVec are aligned for every (b, c) row.
+bool vec_aligned(const TensorRef& t, int elems) {
+  if (!t.present()) return true;
+  if (t.shape[2] > 1 && t.strides[2] != 1) return false;
+  for (int i = 0; i < 2; ++i)
+    if (t.shape[i] > 1 && t.strides[i] % elems != 0) return false;
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+}
+
+unsigned grid_for(int64_t items) {
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(ceil_div(items, kBwdThreads), 1), 4096));
+}
+
+}  // namespace
+
+BwdGeometry bwd_geometry(const BwdProblem& p) {
+  BwdGeometry g;
+  if (p.time_major) {
+    const int elems = 16 / dtype_size(p.x_dtype);
+    const bool vec = !p.seq_idx.present() && vec_aligned(p.x, elems) && vec_aligned(p.dout, elems) &&
+                     vec_aligned(p.dx, elems);
+    g.layout = vec ? kBwdLayoutTimeVec : kBwdLayoutTime;
+    const int64_t chunk = bwd_chunk(dtype_size(p.x_dtype));
+    const int64_t chunks = ceil_div(p.seqlen, chunk);
+    g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
+    g.num_channel_blocks = p.dim;
+  } else {
+    g.layout = kBwdLayoutChannel;
+    g.segment_len = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));
+    g.num_channel_blocks = ceil_div(p.dim, kBwdThreads);
+  }
+  g.num_segments = ceil_div(p.seqlen, g.segment_len);
+  g.parts = p.deterministic ? mul_checked(p.batch, g.num_segments, "causal_conv1d backward partial sums") : 1;
+  if (p.wants_sums()) {
+    const int64_t floats = mul_checked(mul_checked(g.parts, p.dim, "causal_conv1d backward workspace"), p.width + 1,
+                                       "causal_conv1d backward workspace");
+    g.workspace_bytes = static_cast<size_t>(mul_checked(floats, sizeof(float), "causal_conv1d backward workspace"));
+  }
+  return g;
+}
+
+std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
+  const auto& pr = static_cast<const BwdProblem&>(problem);
+  const BwdGeometry g = bwd_geometry(pr);
+  BwdParams p{};
+  p.x = pr.x.data;
+  p.weight = pr.weight.data;
+  p.bias = pr.bias.data;
+  p.seq_idx = static_cast<const int*>(pr.seq_idx.data);
+  p.initial_states = pr.initial_states.data;
+  p.dout = pr.dout.data;
+  p.dfinal_states = pr.dfinal_states.data;
+  p.dx = pr.dx.data;
+  p.dinitial_states = pr.dinitial_states.data;
+  p.dweight = pr.dweight.data;
+  p.dbias = pr.dbias.data;
+  p.acc = pr.wants_sums() ? static_cast<float*>(workspace) : nullptr;
+  p.batch = pr.batch;
+  p.dim = pr.dim;
+  p.seqlen = pr.seqlen;
+  copy_strides(p.x_stride, pr.x, 3);
+  copy_strides(p.w_stride, pr.weight, 2);
+  p.bias_stride = pr.bias.strides[0];
+  copy_strides(p.seq_stride, pr.seq_idx, 2);
+  copy_strides(p.init_stride, pr.initial_states, 3);
+  copy_strides(p.dout_stride, pr.dout, 3);
+  copy_strides(p.dfinal_stride, pr.dfinal_states, 3);
+  copy_strides(p.dx_stride, pr.dx, 3);
+  copy_strides(p.dinit_stride, pr.dinitial_states, 3);
+  copy_strides(p.dw_stride, pr.dweight, 2);
+  p.db_stride = pr.dbias.strides[0];
+  p.num_segments = g.num_segments;
+  p.segment_len = g.segment_len;
+  p.num_channel_blocks = g.num_channel_blocks;
+  p.parts = g.parts;
+  p.width = pr.width;
+  p.silu = pr.silu ? 1 : 0;
+  p.deterministic = pr.deterministic ? 1 : 0;
+
+  const long long per_batch = mul_checked(g.num_channel_blocks, g.num_segments, "causal_conv1d backward blocks");
+  if (per_batch >= (1LL << 32))
+    fail(CC1D_ERR_UNSUPPORTED, "causal_conv1d backward: " + std::to_string(per_batch) +
+                                   " thread blocks per batch row exceed the kernel's 32-bit block index; "
+                                   "split the call along dim");
+  std::vector<KernelLaunch> launches;
+  const int64_t sums = pr.dim * (pr.width + 1);
+  if (pr.wants_sums() && !pr.deterministic) {
+    KernelLaunch zero;
+    zero.kernel = kBwdZeroKernel;
+    zero.set_params(p);
+    zero.grid[0] = grid_for(sums);
+    zero.block[0] = kBwdThreads;
+    launches.push_back(zero);
+  }
+  KernelLaunch main;
+  main.kernel = bwd_kernel_name(pr.x_dtype, pr.w_dtype, pr.width, g.layout);
+  main.set_params(p);
+  main.grid[0] = static_cast<unsigned>(std::min<long long>(std::max<long long>(per_batch, 1), kMaxGridX));
+  main.grid[1] = static_cast<unsigned>(std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ));
+  main.block[0] = kBwdThreads;
+  if (g.layout != kBwdLayoutChannel)
+    main.shared_bytes = sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(pr.x_dtype)), pr.width,
+                                                        pr.seq_idx.present());
+  launches.push_back(main);
+  if (pr.wants_sums()) {
+    KernelLaunch fin;
+    fin.kernel = bwd_finalize_kernel_name(pr.w_dtype);
+    fin.set_params(p);
+    fin.grid[0] = grid_for(sums);
+    fin.block[0] = kBwdThreads;
+    launches.push_back(fin);
+  }
+  return launches;
+}
+
+}  // namespace cc1d

@@ -1,0 +1,96 @@
+// test_emulator_bwd.cpp — every backward kernel of kernels_src, compiled for the host and run by
+// the emulator through the public C ABI, against the float64 reference (bwd_case.h). ctest runs
+// it with CAUSAL_CONV1D_EMULATE_CHECK=1: every launch also runs with threads, blocks and atomics
+// shuffled, outputs compared byte for byte (atomically summed floats within their rounding).
+// The deterministic mode must give the same bits for any shuffled order.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "bwd_case.h"
+#include "fallback/emulator/kernel_registry.h"
+#include "fallback/emulator/launch.h"
+#include "ops/bwd/bwd_op.h"
+
+using namespace cc1d_test;
+
+// About ten times slower under AddressSanitizer: shorter rows there (a multiple of 8, so the
+// vector path still runs), every variant all the same.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kMaxLen = 296;
+#else
+constexpr int64_t kMaxLen = INT64_MAX;
+#endif
+
+TEST_CASE("emulate: every backward variant against the float64 reference, in checking mode") {
+  setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);  // also set by ctest; read at every launch
+  const cc1d::emu::Stats before = cc1d::emu::stats();
+  std::mt19937 rng = test_rng(811);
+  const int cases = run_bwd_grid(CC1D_BACKEND_EMULATE, rng, kMaxLen);
+  CHECK(cases == 9 * CC1D_MAX_WIDTH * 3);
+  CHECK(cc1d::emu::stats().checked_launches - before.checked_launches >= static_cast<uint64_t>(cases));
+  // Every host instantiation ran, and they are exactly bwd_plan's list.
+  const std::vector<std::string> names = cc1d::all_bwd_kernels();
+  REQUIRE(names.size() == 9 * CC1D_MAX_WIDTH * 3 + 4);
+  for (const std::string& n : names) {
+    const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(n);
+    REQUIRE_MESSAGE(k != nullptr, n);
+    CHECK_MESSAGE(cc1d::emu::host_kernel_launches(*k) > 0, n << " never ran");
+  }
+}
+
+TEST_CASE("emulate: deterministic gradients are bitwise identical under shuffled launches") {
+  setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
+  for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast}) {
+    std::vector<unsigned char> first_dw, first_db, first_dx;
+    for (const char* seed : {"11", "12", "13"}) {
+      setenv("CAUSAL_CONV1D_EMULATE_SEED", seed, 1);
+      std::mt19937 rng = test_rng(812);  // the same inputs every time
+      BwdCase c{CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout, 3, 140, std::min<int64_t>(3000, kMaxLen), true, true, true,
+                true, true};
+      c.deterministic = true;
+      const BwdRun r = run_bwd_case(c, rng, CC1D_BACKEND_EMULATE);
+      if (first_dw.empty()) {
+        first_dw = r.dweight.storage;
+        first_db = r.dbias.storage;
+        first_dx = r.dx.storage;
+      } else {
+        CHECK(r.dweight.storage == first_dw);
+        CHECK(r.dbias.storage == first_db);
+        CHECK(r.dx.storage == first_dx);
+      }
+    }
+    unsetenv("CAUSAL_CONV1D_EMULATE_SEED");
+  }
+}
+
+TEST_CASE("emulate: a caller's workspace is used, and the result is the same") {
+  std::mt19937 rng = test_rng(813);
+  BwdCase c{CC1D_FLOAT32, CC1D_FLOAT32, 3, Layout::ChannelFirst, 2, 9, 700, true, true, false, false, false};
+  c.deterministic = true;
+  BwdRun r(c, rng);
+  int64_t n = 0;
+  REQUIRE(cc1d_causal_conv1d_bwd_workspace(&r.a, &n) == CC1D_OK);
+  HostTensor ws = HostTensor::contiguous(CC1D_FLOAT32, {n + 5});
+  ws.fill_all(NAN);
+  r.a.workspace = &ws.t;
+  r.a.backend = CC1D_BACKEND_EMULATE;
+  REQUIRE_MESSAGE(cc1d_causal_conv1d_bwd(&r.a) == CC1D_OK, cc1d_last_error());
+  check_bwd(r, r.reference());
+  int written = 0;
+  for (int64_t i = 0; i < n; ++i) written += !std::isnan(ws.get(i));
+  CHECK(written == n);  // every partial sum stored
+  for (int64_t i = n; i < n + 5; ++i) CHECK(std::isnan(ws.get(i)));
+}
+
+TEST_CASE("emulate: dim beyond 65536 channels, and an empty batch") {
+  std::mt19937 rng = test_rng(814);
+  run_bwd_case({CC1D_FLOAT16, CC1D_FLOAT32, 3, Layout::ChannelLast, 1, 65536 + 5, 2, true, true, false, true, true},
+               rng, CC1D_BACKEND_EMULATE);
+  BwdRun r(BwdCase{CC1D_FLOAT32, CC1D_FLOAT32, 4, Layout::ChannelFirst, 0, 5, 9, true, true, false, false, false}, rng);
+  r.a.backend = CC1D_BACKEND_EMULATE;
+  REQUIRE_MESSAGE(cc1d_causal_conv1d_bwd(&r.a) == CC1D_OK, cc1d_last_error());
+  for (int64_t i = 0; i < 5 * 4; ++i) CHECK(r.dweight.get(i) == 0.0);
+}
