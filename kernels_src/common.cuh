@@ -1,6 +1,41 @@
-// common.cuh — device helpers every op's kernel shares: the activation and typed loads.
+// common.cuh — device helpers every op's kernel shares: the activation, typed loads and the
+// 16-byte vector accesses.
 #pragma once
 #include "cc1d_types.cuh"
+
+// cc1d_vec_load / cc1d_vec_store move N consecutive T as one access of N*sizeof(T) bytes, which
+// must be aligned to that size. The emulator's prelude (fallback/emulator/cuda_prelude.h)
+// defines them for any 2..16 bytes with an alignment check; the device version here moves 8 or
+// 16 bytes of 32-bit words. Loads go through CUDA's built-in vector types; stores (to global
+// memory only) are written in PTX, because NVVM splits the forward's vector stores into 32-bit
+// ones otherwise.
+#ifndef CC1D_EMULATION
+// A block's shared array (the prelude's version is exactly sized and checked by ASan).
+#define CC1D_SHARED_ARRAY(T, name, N) __shared__ alignas(16) T name[N]
+
+template <typename T, int N>
+__device__ __forceinline__ void cc1d_vec_load(const T* p, T (&out)[N]) {
+  static_assert(sizeof(T) == 4 && (N == 2 || N == 4), "device vector accesses move 2 or 4 32-bit words");
+  unsigned* w = reinterpret_cast<unsigned*>(out);
+  if constexpr (N == 4) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x, w[1] = v.y;
+  }
+}
+template <typename T, int N>
+__device__ __forceinline__ void cc1d_vec_store(T* p, const T (&in)[N]) {
+  static_assert(sizeof(T) == 4 && (N == 2 || N == 4), "device vector accesses move 2 or 4 32-bit words");
+  const unsigned* w = reinterpret_cast<const unsigned*>(in);
+  if constexpr (N == 4) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+  } else {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+  }
+}
+#endif
 
 namespace cc1d {
 
@@ -9,9 +44,33 @@ namespace cc1d {
 // denominator is inf and the result 0, the correctly rounded silu up to a subnormal.
 CC1D_HD float silu(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
 
+// silu(z) when `on`, else z exactly (z / 1), without a branch: one copy of the code serves
+// both, which halves what NVRTC compiles where the activation is a runtime flag.
+CC1D_HD float silu_if(bool on, float z) { return __fdividef(z, 1.0f + (on ? __expf(-z) : 0.f)); }
+
 template <typename T>
 CC1D_HD float load_as_float(const void* base, long long off) {
   return to_float(static_cast<const T*>(base)[off]);
+}
+
+// 16 bytes of T at p (aligned, global or shared memory) as 4 packed words.
+template <typename T>
+CC1D_HD void load16(const T* p, unsigned (&w)[4]) {
+  cc1d_vec_load<unsigned, 4>(reinterpret_cast<const unsigned*>(p), w);
+}
+// 4 packed words to 16 aligned bytes of global memory.
+template <typename T>
+CC1D_HD void store16(T* p, const unsigned (&w)[4]) {
+  cc1d_vec_store<unsigned, 4>(reinterpret_cast<unsigned*>(p), w);
+}
+// The same to shared memory (the device store16 is global-only).
+template <typename T>
+CC1D_HD void store16_shared(T* p, const unsigned (&w)[4]) {
+#ifdef CC1D_EMULATION
+  cc1d_vec_store<unsigned, 4>(reinterpret_cast<unsigned*>(p), w);
+#else
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+#endif
 }
 
 }  // namespace cc1d
