@@ -2,9 +2,10 @@
 // runtime's compile_kernel and nvrtc_options, the embedded or CAUSAL_CONV1D_KERNEL_DIR sources)
 // and writes them out for static analysis (bench/sass_profile.py reads them).
 //
-//   kernel_cubins --out DIR [--arch 80,90,100] [--profile-set | name-expression ...]
+//   kernel_cubins --out DIR [--arch 80,90,100] [--profile-set [--match TEXT] | name-expression ...]
 // --profile-set: one variant per kernel family (each op's paths x each x dtype, width 4, weight
-// of x's dtype), labelled "fwd time_vec bf16"; without names or it: every kernel of every op.
+// of x's dtype), labelled "fwd time_vec bf16", or those whose label contains TEXT; without names
+// or it: every kernel of every op.
 // Writes DIR/<n>.sm_<arch>.cubin and DIR/manifest.tsv: file, arch, threads per block, compile
 // ms, lowered name, label, name expression.
 #include <sys/stat.h>
@@ -71,19 +72,32 @@ int main(int argc, char** argv) {
   std::string dir;
   std::vector<int> archs = {80, 90, 100};
   std::vector<Variant> names;
+  std::string match;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--arch") && i + 1 < argc) archs = parse_archs(argv[++i]);
     else if (!std::strcmp(argv[i], "--profile-set")) names = profile_set();
+    else if (!std::strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
     else if (argv[i][0] != '-') names.push_back({argv[i], argv[i]});
     else {
-      std::fprintf(stderr, "usage: %s --out DIR [--arch 80,90,100] [--profile-set | name-expression ...]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --out DIR [--arch 80,90,100] [--profile-set [--match TEXT] | name-expression ...]\n",
+                   argv[0]);
       return 2;
     }
   }
   if (dir.empty()) {
     std::fprintf(stderr, "kernel_cubins: --out DIR is required\n");
     return 2;
+  }
+  if (!match.empty()) {
+    std::vector<Variant> kept;
+    for (const Variant& v : names)
+      if (v.label.find(match) != std::string::npos) kept.push_back(v);
+    names = kept;
+    if (names.empty()) {
+      std::fprintf(stderr, "kernel_cubins: no kernel family matches '%s'\n", match.c_str());
+      return 2;
+    }
   }
   if (names.empty())
     for (const OpEntry* op : all_ops())

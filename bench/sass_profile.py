@@ -10,7 +10,7 @@ one per kernel family (each op's paths x x dtype, width 4) and SM. For each one:
     divided by the outputs it stores ("instr/out"), and its 16-byte loads and stores;
   - occupancy per SM from registers, shared memory and the block size.
 
-    bench/sass_profile.py --tool build/cmake/bench/kernel_cubins [--arch 80,90,100]
+    bench/sass_profile.py --tool build/cmake/bench/kernel_cubins [--arch 80,90,100] [--match TEXT]
                           [--check bench/sass_budget.json] [--results bench/RESULTS.md]
 
 --check fails (exit 1) when a budgeted (fast-path) family lost its 16-byte loads or stores,
@@ -231,13 +231,18 @@ def table(rows):
     return "\n".join(lines)
 
 
-def check(rows, budget):
-    """Messages for every budget rule a profiled family breaks; every budgeted family must exist."""
+def check(rows, budget, archs, match):
+    """Messages for every budget rule a profiled family breaks; every budgeted family of the
+    requested SMs (and --match) must have been profiled."""
     errors = []
     by_key = {(r["label"], r["arch"]): r["profile"] for r in rows}
     for label, rule in budget["families"].items():
+        if match and match not in label:
+            continue
         for arch_s, max_per_output in rule["max_loop_instr_per_output"].items():
             arch = int(arch_s)
+            if arch not in archs:
+                continue
             p = by_key.get((label, arch))
             where = f"{label} on sm_{arch}"
             if p is None:
@@ -262,6 +267,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tool", required=True, help="path of the kernel_cubins executable")
     ap.add_argument("--arch", default="80,90,100")
+    ap.add_argument("--match", help="only the families whose label contains this text (e.g. _vec)")
     ap.add_argument("--check", help="budget JSON: fail when a budgeted family breaks it")
     ap.add_argument("--results", help="markdown file whose profile table (between markers) is rewritten")
     ap.add_argument("--json", help="also write the raw profile here")
@@ -273,8 +279,8 @@ def main():
               f"/usr/local/cuda, pip's nvidia-cuda-nvdisasm/-cuobjdump and triton); scripts/setup.sh installs them")
         return SKIP
     with tempfile.TemporaryDirectory(prefix="cc1d_sass_") as tmp:
-        r = subprocess.run([args.tool, "--out", tmp, "--arch", args.arch, "--profile-set"], capture_output=True,
-                           text=True)
+        cmd = [args.tool, "--out", tmp, "--arch", args.arch, "--profile-set"] + (["--match", args.match] if args.match else [])
+        r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode == SKIP:
             print("SKIPPED: " + (r.stderr.strip() or "kernel_cubins found no NVRTC"))
             return SKIP
@@ -304,7 +310,7 @@ def main():
             f.write(head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1])
     if args.check:
         with open(args.check) as f:
-            errors = check(rows, json.load(f))
+            errors = check(rows, json.load(f), [int(a) for a in args.arch.split(",")], args.match)
         if errors:
             print("\nFAILED static profile budget:\n  " + "\n  ".join(errors))
             return 1

@@ -6,7 +6,8 @@
 // constants of fwd_params.h. The paths are separate kernels, not branches of one: each is
 // small, compiles fast and carries only its own code. The planner picks the fast ones (16-byte
 // vector loads and stores, no seq_idx) when the layout allows, and the generic strided ones
-// otherwise. Bias, silu and states are runtime flags in FwdParams (uniform branches).
+// otherwise. Bias and states are runtime flags in FwdParams (uniform branches); so is silu on
+// the generic paths, while each vector path has a variant with and one without.
 //
 // All element offsets are 64-bit; dim and seqlen have no grid-derived limit.
 #pragma once
@@ -54,11 +55,17 @@ CC1D_HD void fwd_load_weights(const FwdParams& p, long long c, float (&w)[W], fl
   bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
 }
 
+// The activation: fixed in the variant (the vector paths: fewer instructions, one copy of the
+// code) or read from FwdParams::silu (the generic paths, to halve their variants).
+enum FwdAct { kActRuntime, kActNone, kActSilu };
+
 // bias + sum_k w[k] * x[k], then the activation.
-template <int W>
+template <int W, int ACT = kActRuntime>
 CC1D_HD float fwd_tap(const FwdParams& p, const float (&w)[W], float bias, const float* x) {
   float acc = bias;
   for (int k = 0; k < W; ++k) acc += w[k] * x[k];
+  if constexpr (ACT == kActSilu) return silu(acc);
+  if constexpr (ACT == kActNone) return acc;
   return silu_if(p.silu != 0, acc);
 }
 
@@ -113,7 +120,7 @@ CC1D_HD void fwd_time_block(const FwdParams& p, long long b, long long c, long l
 // l holds x[s+8l, s+8l+8) as packed words (one 16-byte load, two for fp32) and takes the W-1
 // inputs before them from lane l-1 by shuffle; lane 0 takes lane 31's from the previous step
 // (its carry). No shared memory, no barrier; one vector store per 8 outputs.
-template <typename TX, int W>
+template <typename TX, int W, int ACT>
 struct TimeVec {
   static constexpr int kPer = Words<TX>::kPerWord;
   static constexpr int kWords = kFwdItemsTime / kPer;        // 4 (16-bit) or 8 (fp32)
@@ -140,7 +147,7 @@ struct TimeVec {
     float xv[W - 1 + kFwdItemsTime];
     for (int i = 0; i < W - 1; ++i) xv[i] = word_elem<TX>(prev, kFwdItemsTime - (W - 1) + i);
     for (int i = 0; i < kFwdItemsTime; ++i) xv[W - 1 + i] = word_elem<TX>(cur, i);
-    for (int i = 0; i < kFwdItemsTime; ++i) o[i] = fwd_tap<W>(p, w, bias, xv + i);
+    for (int i = 0; i < kFwdItemsTime; ++i) o[i] = fwd_tap<W, ACT>(p, w, bias, xv + i);
   }
 
   static CC1D_HD void warp(const FwdParams& p, long long b, long long c, long long seg, const float (&w)[W],
@@ -244,7 +251,7 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
 // the tile's rows [8w, 8w+8), writing its outputs into a second shared tile, which 16-byte
 // stores write out. The final states are the last W-1 rows of the input tile. Three barriers
 // per tile, as upstream's kernel.
-template <typename TX, typename TW, int W>
+template <typename TX, typename TW, int W, int ACT>
 CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, long long run) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
   constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
@@ -311,7 +318,7 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
         win[W - 1][i] = word_elem<TX>(&xw, i);
         float x[W];
         for (int m = 0; m < W; ++m) x[m] = win[m][i];
-        o[i] = fwd_tap<W>(p, w[i], bias[i], x);
+        o[i] = fwd_tap<W, ACT>(p, w[i], bias[i], x);
       }
       pack_words<TX>(o, ys + (r0 + j) * 32 + lane);
     }
@@ -343,24 +350,27 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
 // keeps the index math 32-bit (64-bit division would double ptxas time and code size).
 template <typename TX, typename TW, int W, int PATH>
 __global__ void __launch_bounds__(kFwdThreads) causal_conv1d_fwd_kernel(const FwdParams p) {
+  constexpr bool TIME_VEC = PATH == kFwdPathTimeVec || PATH == kFwdPathTimeVecSilu;
+  constexpr bool CHANNEL_VEC = PATH == kFwdPathChannelVec || PATH == kFwdPathChannelVecSilu;
+  constexpr int ACT = PATH == kFwdPathTimeVecSilu || PATH == kFwdPathChannelVecSilu ? kActSilu : kActNone;
   const unsigned nt = (unsigned)p.num_time_chunks;
   for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
     for (long long blk = blockIdx.x; blk < p.blocks_per_batch; blk += gridDim.x) {
-      if constexpr (PATH == kFwdPathTimeVec) {
+      if constexpr (TIME_VEC) {
         // One item per warp: (channel, segment); a warp without one skips (no barrier here).
         const unsigned item = (unsigned)blk * kFwdWarps + (threadIdx.x >> 5);
         if (item >= (unsigned)(p.num_channel_blocks * p.num_time_chunks)) continue;
         const long long c = item / nt, seg = item % nt;
         float w[W], bias;
         fwd_load_weights<TW, W>(p, c, w, bias);
-        TimeVec<TX, W>::warp(p, b, c, seg, w, bias);
+        TimeVec<TX, W, ACT>::warp(p, b, c, seg, w, bias);
       } else {
         const unsigned u = (unsigned)blk;
         const long long chunk = u % nt, cb = u / nt;
         if constexpr (PATH == kFwdPathTime || PATH == kFwdPathTimeSeq) {
           fwd_time_block<TX, TW, W, PATH == kFwdPathTimeSeq>(p, b, cb, chunk);
-        } else if constexpr (PATH == kFwdPathChannelVec) {
-          fwd_channel_tiles<TX, TW, W>(p, b, cb, chunk);
+        } else if constexpr (CHANNEL_VEC) {
+          fwd_channel_tiles<TX, TW, W, ACT>(p, b, cb, chunk);
         } else {
           fwd_channel_run<TX, TW, W, PATH == kFwdPathChannelSeq>(p, b, cb, chunk);
         }

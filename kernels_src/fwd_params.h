@@ -25,7 +25,9 @@ constexpr int kFwdPathTimeSeq = 2;     // kFwdPathTime with seq_idx
 constexpr int kFwdPathChannelSeq = 3;  // kFwdPathChannel with seq_idx
 constexpr int kFwdPathTimeVec = 4;     // channel-first, unit time stride, 16-byte aligned rows, no seq_idx
 constexpr int kFwdPathChannelVec = 5;  // channel-last, unit channel stride, 16-byte aligned, no seq_idx
-constexpr int kFwdNumPaths = 6;
+constexpr int kFwdPathTimeVecSilu = 6;     // kFwdPathTimeVec with silu
+constexpr int kFwdPathChannelVecSilu = 7;  // kFwdPathChannelVec with silu
+constexpr int kFwdNumPaths = 8;
 
 struct FwdParams {
   const void* x;               // (batch, dim, seqlen), TX
@@ -51,7 +53,7 @@ struct FwdParams {
   long long num_time_chunks;
   long long num_channel_blocks;
   long long blocks_per_batch;  // TIME_VEC: items / kFwdWarps rounded up; else the item count
-  int silu;
+  int silu;  // the generic paths' activation (the vector paths have it in their variant)
   int pad_;
 };
 

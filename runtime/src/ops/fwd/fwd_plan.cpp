@@ -22,8 +22,8 @@ std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int path) {
 }
 
 const char* fwd_path_name(int path) {
-  static const char* const names[kFwdNumPaths] = {"time", "channel", "time_seq", "channel_seq", "time_vec",
-                                                  "channel_vec"};
+  static const char* const names[kFwdNumPaths] = {"time",     "channel",     "time_seq",      "channel_seq",
+                                                  "time_vec", "channel_vec", "time_vec_silu", "channel_vec_silu"};
   return path >= 0 && path < kFwdNumPaths ? names[path] : "unknown";
 }
 
@@ -57,12 +57,13 @@ int choose_path(const FwdProblem& pr) {
   const bool seq = pr.seq_idx.present();
   if (pr.time_major) {
     if (seq) return kFwdPathTimeSeq;
-    return rows_aligned16(pr.x, 2) && rows_aligned16(pr.out, 2) ? kFwdPathTimeVec : kFwdPathTime;
+    if (!rows_aligned16(pr.x, 2) || !rows_aligned16(pr.out, 2)) return kFwdPathTime;
+    return pr.silu ? kFwdPathTimeVecSilu : kFwdPathTimeVec;
   }
   if (seq) return kFwdPathChannelSeq;
   const int64_t per_vector = 16 / dtype_size(pr.x_dtype);
-  return pr.dim % per_vector == 0 && rows_aligned16(pr.x, 1) && rows_aligned16(pr.out, 1) ? kFwdPathChannelVec
-                                                                                        : kFwdPathChannel;
+  if (pr.dim % per_vector != 0 || !rows_aligned16(pr.x, 1) || !rows_aligned16(pr.out, 1)) return kFwdPathChannel;
+  return pr.silu ? kFwdPathChannelVecSilu : kFwdPathChannelVec;
 }
 
 }  // namespace
@@ -92,6 +93,7 @@ KernelLaunch plan_fwd(const Problem& problem) {
   const int path = choose_path(pr);
   switch (path) {
     case kFwdPathTimeVec:
+    case kFwdPathTimeVecSilu:
       p.num_time_chunks = ceil_div(pr.seqlen, kFwdVecSegment);
       p.num_channel_blocks = pr.dim;
       break;
@@ -100,7 +102,8 @@ KernelLaunch plan_fwd(const Problem& problem) {
       p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdThreads * kFwdItemsTime);
       p.num_channel_blocks = pr.dim;
       break;
-    case kFwdPathChannelVec:  // 128 bytes of channels x kFwdChannelTiles tiles per item
+    case kFwdPathChannelVec:
+    case kFwdPathChannelVecSilu:  // 128 bytes of channels x kFwdChannelTiles tiles per item
       p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdChannelTile * kFwdChannelTiles);
       p.num_channel_blocks = ceil_div(pr.dim, 128 / dtype_size(pr.x_dtype));
       break;
@@ -113,7 +116,8 @@ KernelLaunch plan_fwd(const Problem& problem) {
     fail(CC1D_ERR_UNSUPPORTED, "causal_conv1d forward: " + std::to_string(items) +
                                    " work items per batch row exceed the kernel's 32-bit index; "
                                    "split the call along dim or seqlen");
-  p.blocks_per_batch = path == kFwdPathTimeVec ? ceil_div(items, kFwdWarps) : items;
+  const bool per_warp = path == kFwdPathTimeVec || path == kFwdPathTimeVecSilu;
+  p.blocks_per_batch = per_warp ? ceil_div(items, kFwdWarps) : items;
   KernelLaunch l;
   l.kernel = fwd_kernel_name(pr.x_dtype, pr.w_dtype, pr.width, path);
   l.set_params(p);
