@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
         sizes[i] = k.image.size();
         ptx_ms[i] = compile_kernel(nvrtc, src, names[i], CodeKind::Ptx, arch).ms;
         const CacheKey key{src.hash, names[i], nvrtc_target(CodeKind::Cubin, arch),
-                           "NVRTC " + nvrtc.facts.version_string(), nvrtc_options(CodeKind::Cubin, arch),
+                           "NVRTC " + nvrtc.facts.version_string(), nvrtc_options(CodeKind::Cubin, arch, nvrtc.facts),
                            CC1D_ABI_VERSION};
         cache.store(key, k);
         ImageCache fresh(dir, 0);  // a new process: nothing in memory
