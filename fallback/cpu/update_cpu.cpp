@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/update/update_op.h"
 
@@ -42,7 +43,7 @@ void update_channel(const UpdateProblem& p, int64_t b, int64_t c, int64_t row, i
     for (int k = 0; k < W; ++k) acc += w[k] * xs[t + k];
     out[t] = acc;
   }
-  if (p.silu) silu_inplace(out.data(), L);
+  if (p.silu) simd().silu_inplace(out.data(), L);
   scatter_fn(p.x_dtype)(p.out.data, b * p.out.strides[0] + c * p.out.strides[1], p.out.strides[2], L, out.data());
   // The state takes x's values unconverted (same dtype): copy elements, not floats.
   const size_t es = static_cast<size_t>(dtype_size(p.x_dtype));
