@@ -21,6 +21,7 @@ import ctypes
 import json
 import logging
 import os
+import struct
 import threading
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
@@ -218,21 +219,69 @@ def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = N
     return s
 
 
+# The hot path packs an op's argument struct and its tensors' cc1d_tensor descriptors into one
+# buffer with struct.pack_into: far cheaper than setting ctypes fields one by one. The layouts
+# come from the ctypes definitions above (which tests/python/test_c_abi.py checks against cc1d.h).
+_TENSOR = struct.Struct(f"@Piiii{MAX_RANK}q{MAX_RANK}q")
+assert _TENSOR.size == ctypes.sizeof(CTensor), "cc1d_tensor layout mismatch"
+_SCALAR_FORMATS = {ctypes.c_uint32: "@I", ctypes.c_int32: "@i", ctypes.c_void_p: "@P"}
+_ZEROS = (0,) * MAX_RANK
+
+
+class _ArgsLayout(NamedTuple):
+    size: int
+    tensors: dict  # field name -> offset of its cc1d_tensor* member
+    scalars: dict  # field name -> (offset, struct.Struct)
+
+
+_layouts: dict = {}
+
+
+def _args_layout(struct_type) -> _ArgsLayout:
+    lay = _layouts.get(struct_type)
+    if lay is None:
+        tensors, scalars = {}, {}
+        for name, ctype in struct_type._fields_:
+            offset = getattr(struct_type, name).offset
+            if ctype is ctypes.POINTER(CTensor):
+                tensors[name] = offset
+            else:
+                scalars[name] = (offset, struct.Struct(_SCALAR_FORMATS[ctype]))
+        lay = _layouts[struct_type] = _ArgsLayout(ctypes.sizeof(struct_type), tensors, scalars)
+    return lay
+
+
 def fill_args(struct_type, tensors: dict, **scalars):
-    """An op's argument struct: struct_size set, each tensor field pointing to its cc1d_tensor
-    (None stays NULL), the scalar fields as given. The returned struct keeps its tensors alive."""
-    args = struct_type()
-    args.struct_size = ctypes.sizeof(struct_type)
-    keep = []
-    for name, t in tensors.items():
-        if t is not None:
-            s = tensor_struct(t)
-            keep.append(s)
-            setattr(args, name, ctypes.pointer(s))
-    for name, v in scalars.items():
-        setattr(args, name, v)
-    args._keep = keep
-    return args
+    """An op's argument struct (struct_type, a ctypes.Structure with struct_size first) packed
+    into one buffer with a cc1d_tensor for each tensor after it: each tensor field points to its
+    descriptor (None stays NULL), the scalar fields as given (None is 0), struct_size set. The
+    tensors share the first one's device (validation has checked they do). Pass the buffer to
+    Library.call; struct_type.from_buffer(buf) reads it back."""
+    lay = _args_layout(struct_type)
+    present = [(name, t) for name, t in tensors.items() if t is not None]
+    buf = ctypes.create_string_buffer(lay.size + _TENSOR.size * len(present))
+    base = ctypes.addressof(buf)
+    offset = lay.size
+    tensor_offsets, pack, pack_ptr = lay.tensors, _TENSOR.pack_into, _PTR.pack_into
+    dev_type, dev_index = device_codes(present[0][1].device) if present else (DEVICE_CPU, 0)
+    for name, t in present:  # one device for all (the op's validation checked it)
+        shape, strides = t.shape, t.stride()
+        nd = len(shape)
+        if nd > MAX_RANK:
+            raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK}; argument '{name}' has shape {tuple(shape)}")
+        pack(buf, offset, t.data_ptr(), dtype_code(t.dtype), dev_type, dev_index, nd, *shape, *_ZEROS[nd:],
+             *strides, *_ZEROS[nd:])
+        pack_ptr(buf, tensor_offsets[name], base + offset)
+        offset += _TENSOR.size
+    for name, (off, fmt) in lay.scalars.items():
+        if name == "struct_size":
+            fmt.pack_into(buf, off, lay.size)
+        elif name in scalars:
+            fmt.pack_into(buf, off, scalars[name] or 0)
+    return buf
+
+
+_PTR = struct.Struct("@P")
 
 
 class Candidate(NamedTuple):
@@ -306,14 +355,15 @@ class Library:
         return tuple(out)
 
     def call_status(self, entry: str, args) -> int:
-        """Calls an op's entry point (e.g. "cc1d_causal_conv1d_fwd") and returns the raw status
-        (the GIL is released during the call)."""
+        """Calls an op's entry point (e.g. "cc1d_causal_conv1d_fwd") with its argument struct
+        (fill_args' buffer, or a ctypes.Structure) and returns the raw status (the GIL is
+        released during the call)."""
         f = self._entries.get(entry)
         if f is None:
             f = getattr(self._dll, entry)
-            f.restype, f.argtypes = ctypes.c_int, [ctypes.POINTER(type(args))]
+            f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p]
             self._entries[entry] = f
-        return int(f(ctypes.byref(args)))
+        return f(args if isinstance(args, ctypes.Array) else ctypes.byref(args))
 
     def call(self, entry: str, args) -> None:
         self.raise_for(self.call_status(entry, args), entry)

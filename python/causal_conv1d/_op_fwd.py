@@ -238,6 +238,8 @@ if _ops.USE_CUSTOM_OP:
 
     def fwd(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool,
             backend: str) -> Tuple[Tensor, Tensor]:
+        if _dispatch.eager_ok(x, weight, bias, seq_idx, initial_states):  # what the op would run, sooner
+            return fwd_impl(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend)
         return torch.ops.causal_conv1d.fwd(x, weight, bias, seq_idx, initial_states,
                                            return_final_states, silu, backend)
 

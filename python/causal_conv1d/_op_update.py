@@ -188,6 +188,8 @@ if _ops.USE_CUSTOM_OP:
         return torch.empty_like(x)
 
     def update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str) -> Tensor:
+        if _dispatch.eager_ok(x, conv_state, weight, bias, cache_seqlens, conv_state_indices):
+            return update_impl(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend)
         return torch.ops.causal_conv1d.update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices,
                                               silu, backend)
 
