@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
@@ -76,9 +76,8 @@ def last_backend() -> Optional[BackendChoice]:
     return getattr(_tls, "last", None)
 
 
-@dataclasses.dataclass
-class OpCall:
-    """One call of an op, as the dispatcher runs it.
+class OpCall(NamedTuple):
+    """One call of an op, as the dispatcher runs it (a NamedTuple: built on every call).
 
     tensors: every tensor argument by its C struct field name (None for absent ones);
     written: the names among them that the op writes (outputs and in-out state);
@@ -169,12 +168,23 @@ def _requested(per_call: Optional[str]) -> tuple:
     return None, None
 
 
+# os.environ's own bytes mapping (POSIX CPython) is read without encoding the key on every call;
+# os.environ.get where it is absent.
+_environ_bytes = getattr(os.environ, "_data", None)
+if isinstance(_environ_bytes, dict):
+    def _getenv(name: bytes):
+        return _environ_bytes.get(name)
+else:
+    def _getenv(name: bytes):
+        return os.environ.get(name.decode())
+
+
 def plan(op: str, device: torch.device, backend: Optional[str] = None) -> _lib.Plan:
     """libcc1d's dispatch plan for `op` on `device` (cached; the environment is part of the key),
     with backends that failed at run time marked unavailable."""
     asked, source = _requested(backend)
     codes = _device_codes(device)
-    env = (os.environ.get("CAUSAL_CONV1D_BACKEND", ""), os.environ.get("CAUSAL_CONV1D_STRICT", ""))
+    env = (_getenv(b"CAUSAL_CONV1D_BACKEND"), _getenv(b"CAUSAL_CONV1D_STRICT"))
     key = (op, asked, codes, env)
     p = _plan_cache.get(key)  # a dict read is atomic; writes take the lock
     if p is None:
@@ -272,7 +282,7 @@ def _run_with_host_copies(call: OpCall, backend_id: int) -> None:
             call.tensors[name].copy_(host[name])
 
 
-_choices: dict = {}  # (plan, device) -> BackendChoice of its first candidate, when it served
+_choices: dict = {}  # id(plan) -> (plan, device, op, BackendChoice of its first candidate)
 
 
 def _choice(p: _lib.Plan, c: _lib.Candidate, device: torch.device, failures: list, op: str) -> BackendChoice:
@@ -324,11 +334,13 @@ def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
             raise
         if failures:
             choice = _choice(p, c, device, failures, call.op)
-        else:  # the common case: the same answer every call
-            key = (p, device, call.op)
-            choice = _choices.get(key)
-            if choice is None:
-                choice = _choices[key] = _choice(p, c, device, failures, call.op)
+        else:  # the common case: the same answer every call (plans are cached, so is this)
+            e = _choices.get(id(p))
+            if e is not None and e[0] is p and e[2] == call.op and e[1] == device:
+                choice = e[3]
+            else:
+                choice = _choice(p, c, device, failures, call.op)
+                _choices[id(p)] = (p, device, call.op, choice)
         _tls.last = choice
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s served by %s", call.op, choice)

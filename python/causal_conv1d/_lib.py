@@ -174,17 +174,20 @@ def error_for_status(status: int, message: str) -> LibraryError:
 # ---- tensors -> structs ---------------------------------------------------------------------
 
 
-_DTYPE_CODES = None
+_DTYPE_CODES: dict = {}
+
+
+def _dtype_codes() -> dict:
+    import torch
+
+    _DTYPE_CODES.update({torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16,
+                         torch.int32: INT32})
+    return _DTYPE_CODES
 
 
 def dtype_code(dtype) -> int:
-    global _DTYPE_CODES
-    if _DTYPE_CODES is None:
-        import torch
-
-        _DTYPE_CODES = {torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.int32: INT32}
     try:
-        return _DTYPE_CODES[dtype]
+        return (_DTYPE_CODES or _dtype_codes())[dtype]
     except KeyError:
         raise TypeError(f"libcc1d has no element type for {dtype}; expected float32, float16, "
                         f"bfloat16 (or int32 for indices)") from None
@@ -222,16 +225,18 @@ def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = N
 # The hot path packs an op's argument struct and its tensors' cc1d_tensor descriptors into one
 # buffer with struct.pack_into: far cheaper than setting ctypes fields one by one. The layouts
 # come from the ctypes definitions above (which tests/python/test_c_abi.py checks against cc1d.h).
-_TENSOR = struct.Struct(f"@Piiii{MAX_RANK}q{MAX_RANK}q")
-assert _TENSOR.size == ctypes.sizeof(CTensor), "cc1d_tensor layout mismatch"
-_SCALAR_FORMATS = {ctypes.c_uint32: "@I", ctypes.c_int32: "@i", ctypes.c_void_p: "@P"}
-_ZEROS = (0,) * MAX_RANK
+# One format per rank: unused shape and stride slots are pad bytes, left zero.
+_TENSOR = [struct.Struct(f"@Piiii{n}q{8 * (MAX_RANK - n)}x{n}q{8 * (MAX_RANK - n)}x") for n in range(MAX_RANK + 1)]
+assert all(t.size == ctypes.sizeof(CTensor) for t in _TENSOR), "cc1d_tensor layout mismatch"
+_TENSOR_BYTES = ctypes.sizeof(CTensor)
+_SCALAR_FORMATS = {ctypes.c_uint32: "@I", ctypes.c_int32: "@i", ctypes.c_void_p: "@P"}  # "@" dropped when joined
 
 
 class _ArgsLayout(NamedTuple):
     size: int
     tensors: dict  # field name -> offset of its cc1d_tensor* member
-    scalars: dict  # field name -> (offset, struct.Struct)
+    scalars: tuple  # the scalar field names after struct_size, in order
+    header: struct.Struct  # struct_size and the scalars at their offsets (pointers: pad bytes)
 
 
 _layouts: dict = {}
@@ -240,14 +245,19 @@ _layouts: dict = {}
 def _args_layout(struct_type) -> _ArgsLayout:
     lay = _layouts.get(struct_type)
     if lay is None:
-        tensors, scalars = {}, {}
+        tensors, scalars, fmt, at = {}, [], "@", 0
         for name, ctype in struct_type._fields_:
             offset = getattr(struct_type, name).offset
             if ctype is ctypes.POINTER(CTensor):
                 tensors[name] = offset
-            else:
-                scalars[name] = (offset, struct.Struct(_SCALAR_FORMATS[ctype]))
-        lay = _layouts[struct_type] = _ArgsLayout(ctypes.sizeof(struct_type), tensors, scalars)
+                continue
+            fmt += f"{offset - at}x" + _SCALAR_FORMATS[ctype][1:]
+            at = offset + ctypes.sizeof(ctype)
+            if name != "struct_size":
+                scalars.append(name)
+        header = struct.Struct(fmt)
+        assert struct_type._fields_[0][0] == "struct_size" and header.size <= ctypes.sizeof(struct_type)
+        lay = _layouts[struct_type] = _ArgsLayout(ctypes.sizeof(struct_type), tensors, tuple(scalars), header)
     return lay
 
 
@@ -259,25 +269,25 @@ def fill_args(struct_type, tensors: dict, **scalars):
     Library.call; struct_type.from_buffer(buf) reads it back."""
     lay = _args_layout(struct_type)
     present = [(name, t) for name, t in tensors.items() if t is not None]
-    buf = ctypes.create_string_buffer(lay.size + _TENSOR.size * len(present))
+    buf = ctypes.create_string_buffer(lay.size + _TENSOR_BYTES * len(present))
     base = ctypes.addressof(buf)
+    # The header first: its pad bytes (where the tensor pointers go) are written as zeros.
+    lay.header.pack_into(buf, 0, lay.size, *[scalars.get(name) or 0 for name in lay.scalars])
     offset = lay.size
-    tensor_offsets, pack, pack_ptr = lay.tensors, _TENSOR.pack_into, _PTR.pack_into
+    tensor_offsets, pack_ptr = lay.tensors, _PTR.pack_into
+    codes = _DTYPE_CODES or _dtype_codes()
     dev_type, dev_index = device_codes(present[0][1].device) if present else (DEVICE_CPU, 0)
     for name, t in present:  # one device for all (the op's validation checked it)
-        shape, strides = t.shape, t.stride()
-        nd = len(shape)
-        if nd > MAX_RANK:
+        shape = t.shape
+        if len(shape) > MAX_RANK:
             raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK}; argument '{name}' has shape {tuple(shape)}")
-        pack(buf, offset, t.data_ptr(), dtype_code(t.dtype), dev_type, dev_index, nd, *shape, *_ZEROS[nd:],
-             *strides, *_ZEROS[nd:])
+        dt = codes.get(t.dtype)
+        if dt is None:
+            dtype_code(t.dtype)  # raises the TypeError
+        _TENSOR[len(shape)].pack_into(buf, offset, t.data_ptr(), dt, dev_type, dev_index, len(shape), *shape,
+                                      *t.stride())
         pack_ptr(buf, tensor_offsets[name], base + offset)
-        offset += _TENSOR.size
-    for name, (off, fmt) in lay.scalars.items():
-        if name == "struct_size":
-            fmt.pack_into(buf, off, lay.size)
-        elif name in scalars:
-            fmt.pack_into(buf, off, scalars[name] or 0)
+        offset += _TENSOR_BYTES
     return buf
 
 

@@ -69,6 +69,8 @@ def _names(arg: Arg) -> str:
 
 def self_overlapping(t: torch.Tensor) -> bool:
     """Whether two indices of `t` can address one element (the rule of libcc1d's tensor.cpp)."""
+    if t.is_contiguous():
+        return False
     dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1)
     if any(n == 0 for n in t.shape):
         return False
@@ -161,27 +163,33 @@ def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_D
 
 def _span(t: torch.Tensor) -> tuple:
     """[lo, hi) bytes of t's elements, or None when it has none."""
-    if t.numel() == 0:
+    n = t.numel()
+    if n == 0:
         return None
-    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
     lo = t.data_ptr()
+    if t.is_contiguous():
+        return lo, lo + n * t.element_size()
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
     return lo, lo + (last + 1) * t.element_size()
 
 
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+
+
 def _compiling() -> bool:
-    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    return bool(is_compiling and is_compiling())
+    return bool(_is_compiling and _is_compiling())
 
 
 def _check_no_overlap(arg: Arg, t: torch.Tensor, table: Table, tensors: dict, fn: str) -> None:
     """Raises when written argument `t` shares memory with another argument (as libcc1d does);
     skipped while torch.compile traces (fake tensors have no memory; libcc1d checks at run time)."""
-    if t.device.type not in ("cpu", "cuda") or _compiling():
+    device = t.device
+    if device.type not in ("cpu", "cuda") or _compiling():
         return
     mine = _span(t)
     for other in table.args:
         u = tensors.get(other.name)
-        if other.name == arg.name or not isinstance(u, torch.Tensor) or u.device != t.device:
+        if other.name == arg.name or not isinstance(u, torch.Tensor) or u.device != device:
             continue
         theirs = _span(u)
         if mine and theirs and mine[0] < theirs[1] and theirs[0] < mine[1]:
