@@ -131,25 +131,21 @@ template <> CC1D_HD float word_elem<half_t>(const unsigned* w, int i) {
   return to_float(h);
 }
 
-// The word holding elements (lo, hi) of type T converted from fp32 (round to nearest even).
-// sm_80 and later pack two 16-bit values in one instruction.
-template <typename T> CC1D_HD unsigned pack_word(float lo, float hi);
-template <> CC1D_HD unsigned pack_word<bf16_t>(float lo, float hi) {
+// The word holding elements (lo, hi) of 16-bit type T converted from fp32 (round to nearest
+// even). sm_80 and later pack two values in one instruction.
+template <typename T> struct IsBf16 { static constexpr bool value = false; };
+template <> struct IsBf16<bf16_t> { static constexpr bool value = true; };
+
+template <typename T> CC1D_HD unsigned pack_word(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  if constexpr (IsBf16<T>::value)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 #else
-  return (unsigned)float_to_bf16_bits(lo) | ((unsigned)float_to_bf16_bits(hi) << 16);
-#endif
-}
-template <> CC1D_HD unsigned pack_word<half_t>(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-#else
-  return (unsigned)from_float<half_t>(lo).bits | ((unsigned)from_float<half_t>(hi).bits << 16);
+  return (unsigned)from_float<T>(lo).bits | ((unsigned)from_float<T>(hi).bits << 16);
 #endif
 }
 

@@ -1,6 +1,7 @@
 // simd.cpp — picks the CPU backend's SIMD build (simd.h) from the CPU's features, once.
 #include "fallback/cpu/simd.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -29,7 +30,14 @@ const SimdKernels* simd_build(const char* name) {
   return nullptr;
 }
 
+namespace {
+std::atomic<const SimdKernels*> g_override{nullptr};
+}  // namespace
+
+void simd_override_for_testing(const SimdKernels* k) { g_override.store(k); }
+
 const SimdKernels& simd() {
+  if (const SimdKernels* k = g_override.load(std::memory_order_relaxed)) return *k;
   static const SimdKernels* chosen = [] {
     const char* cap = std::getenv("CAUSAL_CONV1D_CPU_ISA");
     const char* order[] = {"avx512", "avx2", "base"};

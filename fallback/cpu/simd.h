@@ -29,4 +29,7 @@ const SimdKernels& simd();
 // The build of that name, or nullptr when it is not compiled in or this CPU cannot run it.
 const SimdKernels* simd_build(const char* name);
 
+// Tests: simd() returns `k` from now on (nullptr: the automatic choice again).
+void simd_override_for_testing(const SimdKernels* k);
+
 }  // namespace cc1d

@@ -1,9 +1,7 @@
 // The CPU backend's machinery apart from the op grid: every SIMD build this CPU runs (special
-// values, conversions, a result independent of its position), the thread pool with concurrent
-// callers, and a fork while another thread is inside a cpu call.
+// values, conversions, a result independent of its position, the forward on each), and the
+// thread pool with concurrent callers.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -107,52 +105,20 @@ TEST_CASE("every SIMD build: bf16 and fp16 conversions round like the kernels' (
   }
 }
 
-TEST_CASE("every SIMD build: the forward grid against the float64 reference") {
+TEST_CASE("every SIMD build: the forward against the float64 reference") {
+  std::mt19937 rng = test_rng(202);
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
-    setenv("CAUSAL_CONV1D_CPU_ISA", k->name, 1);
-    // The choice is made once per process: run the cases in a child per build.
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      std::mt19937 rng = test_rng(202);
-      bool ok = std::string(cc1d::simd().name) == k->name;
-      for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
-        for (int width : {1, 4, 8})
-          for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
-            for (int64_t L : {int64_t(3), int64_t(301)}) {
-              const FwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, 37, L, true, true, false, true, true};
-              HostTensor x = make_x(c.xdt, c.B, c.D, c.L, c.layout), out = make_x(c.xdt, c.B, c.D, c.L, c.layout);
-              HostTensor w = HostTensor::contiguous(c.wdt, {c.D, c.width}), b = HostTensor::contiguous(c.wdt, {c.D});
-              HostTensor init = HostTensor::contiguous(c.xdt, {c.B, c.D, c.width - 1});
-              x.randomize(rng);
-              w.randomize(rng, 0.5);
-              b.randomize(rng);
-              init.randomize(rng);
-              out.fill_all(NAN);
-              cc1d_fwd_args a{};
-              a.struct_size = sizeof a;
-              a.x = &x.t;
-              a.weight = &w.t;
-              a.bias = &b.t;
-              a.initial_states = &init.t;
-              a.out = &out.t;
-              a.activation = CC1D_ACT_SILU;
-              a.backend = CC1D_BACKEND_CPU;
-              RefInputs in;
-              in.x = &x, in.w = &w, in.bias = &b, in.init = &init, in.silu = true;
-              std::vector<double> want, fin;
-              reference_fwd(in, want, fin);
-              ok = ok && cc1d_causal_conv1d_fwd(&a) == CC1D_OK && compare(out, want, tolerance(c.xdt)).empty();
-            }
-      _exit(ok ? 0 : 1);
-    }
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
+    cc1d::simd_override_for_testing(k);
+    REQUIRE(std::string(cc1d::simd().name) == k->name);
+    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int width : {1, 4, 8})
+        for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
+          for (int64_t L : {int64_t(3), int64_t(301)})
+            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, 37, L, true, true, false, true, true}, rng,
+                         CC1D_BACKEND_CPU);
   }
-  unsetenv("CAUSAL_CONV1D_CPU_ISA");
+  cc1d::simd_override_for_testing(nullptr);
 }
 
 TEST_CASE("concurrent parallel_for callers run at the same time") {
@@ -178,58 +144,4 @@ TEST_CASE("concurrent parallel_for callers run at the same time") {
   b.join();
   CHECK_FALSE(timed_out.load());
   CHECK(started.load() == 2);
-}
-
-TEST_CASE("a child forked while another thread is inside a cpu call finishes its own call") {
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {  // keeps the pool busy in the parent: a run is in flight at most forks
-    std::mt19937 rng = test_rng(203);
-    while (!stop) run_fwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 2, 300, 200, true, true, false,
-                                false, false},
-                               rng, CC1D_BACKEND_CPU);
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  int hung = 0, failed = 0;
-  for (int i = 0; i < 20; ++i) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      alarm(20);
-      std::mt19937 rng = test_rng(204 + i);
-      HostTensor x = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst);
-      HostTensor out = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst);
-      HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {64, 4});
-      x.randomize(rng);
-      w.randomize(rng);
-      out.fill_all(NAN);
-      cc1d_fwd_args a{};
-      a.struct_size = sizeof a;
-      a.x = &x.t;
-      a.weight = &w.t;
-      a.out = &out.t;
-      a.backend = CC1D_BACKEND_CPU;
-      RefInputs in;
-      in.x = &x, in.w = &w;
-      std::vector<double> want, fin;
-      reference_fwd(in, want, fin);
-      const bool ok = cc1d_causal_conv1d_fwd(&a) == CC1D_OK && compare(out, want, tolerance(CC1D_FLOAT32)).empty();
-      _exit(ok ? 0 : 1);
-    }
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    pid_t r = 0;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (r == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ++hung;
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      ++failed;  // SIGALRM: hung past 20 s
-    }
-  }
-  stop = true;
-  busy.join();
-  CHECK_MESSAGE(hung == 0, hung << " of 20 children hung");
-  CHECK_MESSAGE(failed == 0, failed << " of 20 children failed or hung (SIGALRM)");
 }
