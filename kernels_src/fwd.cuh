@@ -202,11 +202,10 @@ struct TimeVec {
 };
 
 // ---- CHANNEL and CHANNEL_SEQ: a lane per channel (32 per item), the block's warps walk
-// kFwdWarps runs of kFwdChunkChannel time steps. Each thread slides a window of W steps over
-// its run and issues the loads of kFwdChannelGroup steps before their math.
+// kFwdWarps runs of kFwdChunkChannel time steps; each thread slides a window of W steps over its
+// run (any strides: the generic path stays small).
 template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long long chunk) {
-  constexpr int G = kFwdChannelGroup;
   const long long c = cb * 32 + (threadIdx.x & 31);
   const long long t0 = (chunk * kFwdWarps + (threadIdx.x >> 5)) * (long long)kFwdChunkChannel;
   if (c >= p.dim || t0 >= p.seqlen) return;
@@ -218,29 +217,22 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
   fwd_load_weights<TW, W>(p, c, w, bias);
   float win[W] = {};  // win[k]: x at t-(W-1)+k for the current step t
   int sq[W] = {};     // their segment ids (SEQ)
-  auto step = [&](long long t, float x, int id) {
+  auto shift_in = [&](float x, long long t) {
     for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1], sq[k] = sq[k + 1];
     win[W - 1] = x;
-    sq[W - 1] = id;
-    float m[W];
-    for (int k = 0; k < W; ++k) m[k] = SEQ && sq[k] != id ? 0.f : win[k];  // other segments: masked
-    ob[t * os] = from_float<TX>(SEQ && id < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
+    if constexpr (SEQ) sq[W - 1] = fwd_load_seq(p, b, t);
   };
-  for (int i = 0; i < W - 1; ++i) {  // the W-1 steps before the run: x, initial states or zeros
-    const long long s = t0 - (W - 1) + i;
-    for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1], sq[k] = sq[k + 1];
-    win[W - 1] = fwd_load_x<TX>(p, W, b, c, s);
-    sq[W - 1] = SEQ ? fwd_load_seq(p, b, s) : 0;
+#pragma unroll 1
+  for (long long t = t0 - (W - 1); t < t0; ++t) shift_in(fwd_load_x<TX>(p, W, b, c, t), t);  // x, states or 0
+  const TX* __restrict__ xp = xb + t0 * xs;
+  TX* __restrict__ op = ob + t0 * os;
+#pragma unroll 1
+  for (long long t = t0; t < t_end; ++t, xp += xs, op += os) {
+    shift_in(to_float(*xp), t);
+    float m[W];
+    for (int k = 0; k < W; ++k) m[k] = SEQ && sq[k] != sq[W - 1] ? 0.f : win[k];  // other segments: masked
+    *op = from_float<TX>(SEQ && sq[W - 1] < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
   }
-  long long t = t0;
-  for (; t + G <= t_end; t += G) {
-    float nx[G];
-    int ns[G];
-    for (int g = 0; g < G; ++g) nx[g] = to_float(xb[(t + g) * xs]);
-    for (int g = 0; g < G; ++g) ns[g] = SEQ ? fwd_load_seq(p, b, t + g) : 0;
-    for (int g = 0; g < G; ++g) step(t + g, nx[g], ns[g]);
-  }
-  for (; t < t_end; ++t) step(t, to_float(xb[t * xs]), SEQ ? fwd_load_seq(p, b, t) : 0);
   if (p.final_states && t_end == p.seqlen) fwd_write_final<TX>(p, W, b, c);
 }
 
@@ -275,6 +267,7 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
 
   long long t0 = run * kFwdChannelTiles * T;
+#pragma unroll 1
   for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T) {  // uniform in the block
     __syncthreads();  // the previous tile is done with xs and ys
     // Input row r is time t0-(W-1)+r; rows in [lo, hi) exist in x.

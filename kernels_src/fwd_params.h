@@ -14,8 +14,7 @@ constexpr int kFwdItemsTime = 8;                   // TIME paths: consecutive ou
 constexpr int kFwdWarpSpan = 32 * kFwdItemsTime;   // TIME_VEC: time steps a warp covers per step
 constexpr int kFwdVecSegment = 4 * kFwdWarpSpan;   // TIME_VEC: time steps one warp computes per task
 constexpr int kFwdChunkChannel = 32;               // CHANNEL, CHANNEL_SEQ: time steps per thread
-constexpr int kFwdChannelGroup = 4;                // CHANNEL, CHANNEL_SEQ: time steps loaded ahead of the math
-constexpr int kFwdChannelTile = 64;                // CHANNEL_VEC: time steps per tile
+constexpr int kFwdChannelTile = 32;                // CHANNEL_VEC: time steps per tile
 constexpr int kFwdChannelTiles = 4;                // CHANNEL_VEC: tiles per work item
 
 // Kernel paths: the 4th template argument, chosen by the planner (fwd_plan.cpp) per call.
