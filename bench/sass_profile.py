@@ -219,7 +219,7 @@ def widths(d):
 
 
 def table(rows):
-    lines = ["| kernel family (width 4) | SM | regs | local mem (LDL/STL, bytes) | smem B | occupancy | "
+    lines = ["| kernel family (width 4) | SM | regs | local memory: LDL/STL, stack B | smem B | occupancy | "
              "global loads | global stores | kernel instr | loop instr/out | loop LDG.128 / STG.128 |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -228,7 +228,7 @@ def table(rows):
         lp = f"{loop['per_output']:.1f} ({loop['insns']}/{loop['outputs']:g})" if loop else "-"
         lv = f"{loop['ldg128']} / {loop['stg128']}" if loop else "-"
         occ = f"{100 * p['occupancy']:.0f}%" if p["occupancy"] is not None else "-"
-        lines.append(f"| {r['label']} | {r['arch']} | {p['regs']} | {p['spill_insns']}, {p['local']} | {p['shared']} | "
+        lines.append(f"| {r['label']} | {r['arch']} | {p['regs']} | {p['spill_insns']}, {p['stack'] + p['local']} | {p['shared']} | "
                      f"{occ} | {widths(p['loads'])} | {widths(p['stores'])} | {p['insns']} | {lp} | {lv} |")
     return "\n".join(lines)
 
