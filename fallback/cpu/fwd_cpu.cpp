@@ -170,14 +170,14 @@ void fwd_channel_major(const FwdProblem& p) {
         gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
-      if (fused) {
+      if (fused) {  // rows converted once into the float tile, then one pass into out
         stage_halo(p, k, b, t0, c0, nc, xin.data());
         const int64_t es = dtype_size(p.x_dtype);
-        k.conv_channels[W - 1](
-            p.x_dtype, static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 + t0 * p.x.strides[2]) * es,
-            p.x.strides[2], xin.data(), wt.data(), bias.data(), p.silu, p.x_dtype,
-            static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 + t0 * p.out.strides[2]) * es,
-            p.out.strides[2], nt, nc);
+        const char* x0 = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 + t0 * p.x.strides[2]) * es;
+        for (int64_t i = 0; i < nt; ++i) k.to_f32(p.x_dtype, x0 + i * p.x.strides[2] * es, &xin[(W - 1 + i) * nc], nc);
+        k.conv_channels[W - 1](xin.data(), wt.data(), bias.data(), p.silu, p.x_dtype,
+                               static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 + t0 * p.out.strides[2]) * es,
+                               p.out.strides[2], nt, nc);
       } else {
         cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, wt.data(), bias.data());
       }

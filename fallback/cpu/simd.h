@@ -14,10 +14,10 @@ struct SimdKernels {
   // out[t] = act(bias + sum_k w[k] * xin[t + k]), t < n; xin holds n + W - 1 floats. Index W-1.
   void (*const* conv_time)(const float* xin, const float* w, float bias, bool silu, int out_dtype, void* out,
                            long long n);
-  // A channel-last tile of nt steps x nc contiguous channels (see simd_kernels.inc). Index W-1.
-  void (*const* conv_channels)(int x_dtype, const void* x0, long long x_step, const float* halo, const float* wt,
-                               const float* bias, bool silu, int out_dtype, void* o0, long long out_step,
-                               long long nt, long long nc);
+  // A channel-last tile of nt steps x nc channels from its input as floats ((nt + W - 1) x nc,
+  // the W-1 steps before it first) into out (contiguous channels). Index W-1.
+  void (*const* conv_channels)(const float* xt, const float* wt, const float* bias, bool silu, int out_dtype,
+                               void* o0, long long out_step, long long nt, long long nc);
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
   void (*from_f32)(int dtype, const float* src, void* dst, long long n);
   void (*silu_inplace)(float* v, long long n);
