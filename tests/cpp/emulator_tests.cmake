@@ -66,7 +66,7 @@ add_test(NAME test_fake_driver_e2e COMMAND test_fake_driver_e2e)
 set_tests_properties(test_fake_driver_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 cc1d_emulator_labels(test_fake_driver_e2e)
 
-# The fake driver with real NVRTC cubins and PTX (every lowered name of all 144 variants).
+# The fake driver with real NVRTC cubins and PTX (every lowered name of every forward variant).
 # Exits 77 — skipped, never passed — without an NVRTC.
 add_executable(test_fake_driver_nvrtc ${CC1D_EMU_TEST_DIR}/test_fake_driver_nvrtc.cpp)
 target_link_libraries(test_fake_driver_nvrtc PRIVATE doctest::doctest cc1d_static)
