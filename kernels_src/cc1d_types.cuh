@@ -2,8 +2,8 @@
 //
 // Self-contained on purpose: NVRTC compiles this with no toolkit headers (no cuda_fp16.h,
 // no <cstdint>), and the host compiler compiles it for the emulator. 16-bit floats are
-// plain structs holding the bits; conversions use bit operations (bf16, any SM) or a PTX
-// cvt (fp16, sm_53+), so bf16 works on sm_75 too.
+// plain structs holding the bits; conversions use PTX cvt where the SM has it (fp16 on every
+// supported SM, bf16 from sm_80) and bit operations otherwise, so bf16 works on sm_75 too.
 #pragma once
 
 #ifndef CC1D_HD
@@ -82,10 +82,22 @@ CC1D_HD float to_float(half_t v) {
 #endif
 }
 
+// fp32 -> bf16 bits. sm_80 and later convert in hardware (one instruction, same rounding);
+// older SMs and the host round in software.
+CC1D_HD unsigned short bf16_bits_rn(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+#else
+  return float_to_bf16_bits(f);
+#endif
+}
+
 template <typename T> struct FromFloat;
 template <> struct FromFloat<float> { static CC1D_HD float cvt(float f) { return f; } };
 template <> struct FromFloat<bf16_t> {
-  static CC1D_HD bf16_t cvt(float f) { bf16_t r; r.bits = float_to_bf16_bits(f); return r; }
+  static CC1D_HD bf16_t cvt(float f) { bf16_t r; r.bits = bf16_bits_rn(f); return r; }
 };
 template <> struct FromFloat<half_t> {
   static CC1D_HD half_t cvt(float f) {
@@ -99,5 +111,52 @@ template <> struct FromFloat<half_t> {
   }
 };
 template <typename T> CC1D_HD T from_float(float f) { return FromFloat<T>::cvt(f); }
+
+// ---- packed words: the vector paths move elements as 32-bit words (two 16-bit elements or
+// one fp32), which a 16-byte access loads and stores without aliasing a struct type.
+template <typename T> struct Words {
+  static constexpr int kPerWord = 4 / (int)sizeof(T);  // elements per 32-bit word: 1 or 2
+};
+
+// Element i of a packed array of words, as float.
+template <typename T> CC1D_HD float word_elem(const unsigned* w, int i);
+template <> CC1D_HD float word_elem<float>(const unsigned* w, int i) { return bits_to_float(w[i]); }
+template <> CC1D_HD float word_elem<bf16_t>(const unsigned* w, int i) {
+  const unsigned u = w[i >> 1];
+  return bits_to_float((i & 1) ? (u & 0xffff0000u) : (u << 16));
+}
+template <> CC1D_HD float word_elem<half_t>(const unsigned* w, int i) {
+  half_t h;
+  h.bits = (unsigned short)(w[i >> 1] >> ((i & 1) * 16));
+  return to_float(h);
+}
+
+// The word holding elements (lo, hi) of 16-bit type T converted from fp32 (round to nearest
+// even). sm_80 and later pack two values in one instruction.
+template <typename T> struct IsBf16 { static constexpr bool value = false; };
+template <> struct IsBf16<bf16_t> { static constexpr bool value = true; };
+
+template <typename T> CC1D_HD unsigned pack_word(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  if constexpr (IsBf16<T>::value)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (unsigned)from_float<T>(lo).bits | ((unsigned)from_float<T>(hi).bits << 16);
+#endif
+}
+
+// N floats (N a multiple of the elements per word) into packed words of type T.
+template <typename T, int N>
+CC1D_HD void pack_words(const float (&f)[N], unsigned* w) {
+  if constexpr (sizeof(T) == 4) {
+    for (int i = 0; i < N; ++i) w[i] = float_to_bits(f[i]);
+  } else {
+    for (int i = 0; i < N / 2; ++i) w[i] = pack_word<T>(f[2 * i], f[2 * i + 1]);
+  }
+}
 
 }  // namespace cc1d

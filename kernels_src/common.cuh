@@ -4,6 +4,41 @@
 #pragma once
 #include "cc1d_types.cuh"
 
+// cc1d_vec_load / cc1d_vec_store move N consecutive T as one access of N*sizeof(T) bytes (8 or
+// 16: LDG/STG.64 or .128), which must be aligned to that size. The emulator's prelude
+// (fallback/emulator/cuda_prelude.h) defines them for the host with an alignment check. Loads go
+// through CUDA's built-in vector types; stores (to global memory only) are written in PTX,
+// because NVVM splits a plain uint4 store into four 4-byte ones.
+#ifndef CC1D_EMULATION
+// A block's shared arrays (the prelude's versions are exactly sized and checked by ASan).
+#define CC1D_SHARED_ARRAY(T, name, N) __shared__ alignas(16) T name[N]
+#define CC1D_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+
+template <typename T, int N>
+__device__ __forceinline__ void cc1d_vec_load(const T* p, T (&out)[N]) {
+  static_assert(N * sizeof(T) == 16 || N * sizeof(T) == 8, "device vector accesses move 8 or 16 bytes");
+  unsigned* w = reinterpret_cast<unsigned*>(out);
+  if constexpr (N * sizeof(T) == 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x, w[1] = v.y;
+  }
+}
+template <typename T, int N>
+__device__ __forceinline__ void cc1d_vec_store(T* p, const T (&in)[N]) {
+  static_assert(N * sizeof(T) == 16 || N * sizeof(T) == 8, "device vector accesses move 8 or 16 bytes");
+  const unsigned* w = reinterpret_cast<const unsigned*>(in);
+  if constexpr (N * sizeof(T) == 16) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+  } else {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+  }
+}
+#endif
+
 namespace cc1d {
 
 // Fast-math exp and division, as upstream builds with --use_fast_math: far less code (NVRTC
@@ -11,29 +46,33 @@ namespace cc1d {
 // denominator is inf and the result 0, the correctly rounded silu up to a subnormal.
 CC1D_HD float silu(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
 
+// silu(z) when `on`, else z exactly (z / 1), without a branch: one copy of the code serves
+// both, which halves what NVRTC compiles where the activation is a runtime flag.
+CC1D_HD float silu_if(bool on, float z) { return __fdividef(z, 1.0f + (on ? __expf(-z) : 0.f)); }
+
 template <typename T>
 CC1D_HD float load_as_float(const void* base, long long off) {
   return to_float(static_cast<const T*>(base)[off]);
 }
 
-}  // namespace cc1d
-
-#ifndef CC1D_EMULATION
-// One 16-byte load or store (LDG.128 / STG.128) of N consecutive T: the address and the local
-// array must both be 16-byte aligned (declare it `alignas(16) T v[N]`). The store is written in
-// PTX: through a plain uint4 assignment NVVM splits it into four 4-byte stores.
-template <typename T, int N>
-__device__ __forceinline__ void cc1d_vec_load(const T* p, T (&out)[N]) {
-  static_assert(N * sizeof(T) == 16, "device vector accesses move 16 bytes");
-  *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(p);
+// 16 bytes of T at p (aligned, global or shared memory) as 4 packed words.
+template <typename T>
+CC1D_HD void load16(const T* p, unsigned (&w)[4]) {
+  cc1d_vec_load<unsigned, 4>(reinterpret_cast<const unsigned*>(p), w);
 }
-template <typename T, int N>
-__device__ __forceinline__ void cc1d_vec_store(T* p, const T (&in)[N]) {
-  static_assert(N * sizeof(T) == 16, "device vector accesses move 16 bytes");
-  const uint4 v = *reinterpret_cast<const uint4*>(in);
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
+// 4 packed words to 16 aligned bytes of global memory.
+template <typename T>
+CC1D_HD void store16(T* p, const unsigned (&w)[4]) {
+  cc1d_vec_store<unsigned, 4>(reinterpret_cast<unsigned*>(p), w);
 }
-#define CC1D_SHARED_ARRAY(T, name, N) __shared__ T name[N]
-#define CC1D_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+// The same to shared memory (the device store16 is global-only).
+template <typename T>
+CC1D_HD void store16_shared(T* p, const unsigned (&w)[4]) {
+#ifdef CC1D_EMULATION
+  cc1d_vec_store<unsigned, 4>(reinterpret_cast<unsigned*>(p), w);
+#else
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 #endif
+}
+
+}  // namespace cc1d

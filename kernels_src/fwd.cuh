@@ -1,10 +1,13 @@
 // fwd.cuh — the forward kernel.
 //
 // One template, instantiated per variant through NVRTC name expressions, e.g.
-//   cc1d::causal_conv1d_fwd_kernel<cc1d::bf16_t, float, 4, cc1d::kLayoutTime>
-// TX: x/out/state type, TW: weight/bias type, W: width (1..8), LAYOUT: thread mapping.
-// Bias, silu, seq_idx and states are runtime flags in FwdParams: branches on uniform values
-// are cheap, and fewer variants compile faster.
+//   cc1d::causal_conv1d_fwd_kernel<cc1d::bf16_t, float, 4, cc1d::kFwdPathTimeVec>
+// TX: x/out/state type, TW: weight/bias type, W: width (1..8), PATH: one of the kFwdPath*
+// constants of fwd_params.h. The paths are separate kernels, not branches of one: each is
+// small, compiles fast and carries only its own code. The planner picks the fast ones (16-byte
+// vector loads and stores, no seq_idx) when the layout allows, and the generic strided ones
+// otherwise. Bias and states are runtime flags in FwdParams (uniform branches); so is silu on
+// the generic paths, while each vector path has a variant with and one without.
 //
 // All element offsets are 64-bit; dim and seqlen have no grid-derived limit.
 #pragma once
@@ -32,40 +35,54 @@ CC1D_HD int fwd_load_seq(const FwdParams& p, long long b, long long s) {
   return p.seq_idx[b * p.seq_stride[0] + s * p.seq_stride[1]];
 }
 
-// Final states: the last W-1 entries of concat(initial_states or zeros, x).
+// Final state j of row (b, c): the entry W-1-j before the end of concat(initial_states or
+// zeros, x).
+template <typename TX>
+CC1D_HD void fwd_write_final_one(const FwdParams& p, int W, long long b, long long c, int j) {
+  const float v = fwd_load_x<TX>(p, W, b, c, p.seqlen - (W - 1) + j);
+  static_cast<TX*>(p.final_states)[b * p.final_stride[0] + c * p.final_stride[1] + j * p.final_stride[2]] =
+      from_float<TX>(v);
+}
+
 template <typename TX>
 CC1D_HD void fwd_write_final(const FwdParams& p, int W, long long b, long long c) {
-  for (int j = 0; j < W - 1; ++j) {
-    long long s = p.seqlen - (W - 1) + j;
-    float v = fwd_load_x<TX>(p, W, b, c, s);
-    static_cast<TX*>(p.final_states)[b * p.final_stride[0] + c * p.final_stride[1] +
-                                     j * p.final_stride[2]] = from_float<TX>(v);
-  }
+  for (int j = 0; j < W - 1; ++j) fwd_write_final_one<TX>(p, W, b, c, j);
 }
 
-// Applies the activation and the padding rule, then stores one output.
-template <typename TX>
-CC1D_HD void fwd_store(const FwdParams& p, long long b, long long c, long long t, float acc, bool pad) {
-  if (p.silu) acc = silu(acc);
-  static_cast<TX*>(p.out)[b * p.out_stride[0] + c * p.out_stride[1] + t * p.out_stride[2]] =
-      from_float<TX>(pad ? 0.f : acc);
+template <typename TW, int W>
+CC1D_HD void fwd_load_weights(const FwdParams& p, long long c, float (&w)[W], float& bias) {
+  for (int k = 0; k < W; ++k) w[k] = load_as_float<TW>(p.weight, c * p.w_stride[0] + k * p.w_stride[1]);
+  bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
 }
 
-// TIME layout: one row (b, c) per block; each thread owns kFwdItemsTime consecutive outputs.
-template <typename TX, typename TW, int W>
+// The activation: fixed in the variant (the vector paths: fewer instructions, one copy of the
+// code) or read from FwdParams::silu (the generic paths, to halve their variants).
+enum FwdAct { kActRuntime, kActNone, kActSilu };
+
+// bias + sum_k w[k] * x[k], then the activation.
+template <int W, int ACT = kActRuntime>
+CC1D_HD float fwd_tap(const FwdParams& p, const float (&w)[W], float bias, const float* x) {
+  float acc = bias;
+  for (int k = 0; k < W; ++k) acc += w[k] * x[k];
+  if constexpr (ACT == kActSilu) return silu(acc);
+  if constexpr (ACT == kActNone) return acc;
+  return silu_if(p.silu != 0, acc);
+}
+
+// ---- TIME and TIME_SEQ: one row (b, c) per item; each thread owns kFwdItemsTime consecutive
+// outputs and loads its own window (any strides).
+template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void fwd_time_block(const FwdParams& p, long long b, long long c, long long chunk) {
   const long long t0 = chunk * (long long)(kFwdThreads * kFwdItemsTime) + (long long)threadIdx.x * kFwdItemsTime;
   if (t0 >= p.seqlen) return;
-  float w[W];
-  for (int k = 0; k < W; ++k) w[k] = load_as_float<TW>(p.weight, c * p.w_stride[0] + k * p.w_stride[1]);
-  const float bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
+  float w[W], bias;
+  fwd_load_weights<TW, W>(p, c, w, bias);
   constexpr int N = W - 1 + kFwdItemsTime;
   float xv[N];
-  int sq[N];
   const long long s0 = t0 - (W - 1);
   if (s0 >= 0 && t0 + kFwdItemsTime <= p.seqlen) {
-    // Interior window (almost every thread): straight loads, no bounds or state checks.
-    const TX* xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1] + s0 * p.x_stride[2];
+    // Interior window (almost every thread): all loads first, no bounds or state checks.
+    const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1] + s0 * p.x_stride[2];
     for (int i = 0; i < N; ++i) xv[i] = to_float(xr[i * p.x_stride[2]]);
   } else {
     // Edges: a rolled loop through a local buffer keeps this rare path small.
@@ -74,72 +91,282 @@ CC1D_HD void fwd_time_block(const FwdParams& p, long long b, long long c, long l
     for (int i = 0; i < N; ++i) tmp[i] = fwd_load_x<TX>(p, W, b, c, s0 + i);
     for (int i = 0; i < N; ++i) xv[i] = tmp[i];
   }
-  if (p.seq_idx) {
+  TX* __restrict__ out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+  if constexpr (SEQ) {
+    int sq[N];
     int tmp[N];
 #pragma unroll 1
     for (int i = 0; i < N; ++i) tmp[i] = fwd_load_seq(p, b, s0 + i);
     for (int i = 0; i < N; ++i) sq[i] = tmp[i];
+    for (int j = 0; j < kFwdItemsTime; ++j) {
+      const long long t = t0 + j;
+      if (t >= p.seqlen) break;
+      const int cur = sq[j + W - 1];
+      float m[W];  // taps of other segments are masked
+      for (int k = 0; k < W; ++k) m[k] = sq[j + k] == cur ? xv[j + k] : 0.f;
+      out[t * p.out_stride[2]] = from_float<TX>(cur < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
+    }
   } else {
-    for (int i = 0; i < N; ++i) sq[i] = 0;
-  }
-  for (int j = 0; j < kFwdItemsTime; ++j) {
-    const long long t = t0 + j;
-    if (t >= p.seqlen) break;
-    const int cur = sq[j + W - 1];
-    float acc = bias;
-    for (int k = 0; k < W; ++k) acc += (sq[j + k] == cur) ? w[k] * xv[j + k] : 0.f;
-    fwd_store<TX>(p, b, c, t, acc, cur < 0);
+    for (int j = 0; j < kFwdItemsTime; ++j) {
+      const long long t = t0 + j;
+      if (t >= p.seqlen) break;
+      out[t * p.out_stride[2]] = from_float<TX>(fwd_tap<W>(p, w, bias, xv + j));
+    }
   }
   if (p.final_states && p.seqlen - 1 < t0 + kFwdItemsTime) fwd_write_final<TX>(p, W, b, c);
 }
 
-// CHANNEL layout: threads walk channels (coalesced when stride(c) == 1); each thread slides a
-// window of W inputs over kFwdChunkChannel time steps.
-template <typename TX, typename TW, int W>
-CC1D_HD void fwd_channel_block(const FwdParams& p, long long b, long long cb, long long chunk) {
-  const long long c = cb * kFwdThreads + threadIdx.x;
-  if (c >= p.dim) return;
-  const long long t0 = chunk * (long long)kFwdChunkChannel;
-  float w[W];
-  for (int k = 0; k < W; ++k) w[k] = load_as_float<TW>(p.weight, c * p.w_stride[0] + k * p.w_stride[1]);
-  const float bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
-  float win[W];
-  int sq[W];
-  for (int i = 0; i < W - 1; ++i) {
-    win[i + 1] = fwd_load_x<TX>(p, W, b, c, t0 - (W - 1) + i);
-    sq[i + 1] = p.seq_idx ? fwd_load_seq(p, b, t0 - (W - 1) + i) : 0;
+// ---- TIME_VEC: a warp computes kFwdVecSegment steps of one row, kFwdWarpSpan at a time. Lane
+// l holds x[s+8l, s+8l+8) as packed words (one 16-byte load, two for fp32) and takes the W-1
+// inputs before them from lane l-1 by shuffle; lane 0 takes lane 31's from the previous step
+// (its carry). No shared memory, no barrier; one vector store per 8 outputs.
+template <typename TX, int W, int ACT>
+struct TimeVec {
+  static constexpr int kPer = Words<TX>::kPerWord;
+  static constexpr int kWords = kFwdItemsTime / kPer;        // 4 (16-bit) or 8 (fp32)
+  static constexpr int kHalo0 = (kFwdItemsTime - (W - 1)) / kPer;  // first word holding a halo input
+
+  static CC1D_HD void load(const TX* p, unsigned (&w)[kWords]) {
+    for (int v = 0; v < kWords / 4; ++v) load16(p + v * (16 / (int)sizeof(TX)), *reinterpret_cast<unsigned(*)[4]>(w + 4 * v));
   }
-  long long t_end = t0 + kFwdChunkChannel;
-  if (t_end > p.seqlen) t_end = p.seqlen;
-  for (long long t = t0; t < t_end; ++t) {
-    for (int k = 0; k < W - 1; ++k) { win[k] = win[k + 1]; sq[k] = sq[k + 1]; }
-    win[W - 1] = fwd_load_x<TX>(p, W, b, c, t);
-    sq[W - 1] = p.seq_idx ? fwd_load_seq(p, b, t) : 0;
-    const int cur = sq[W - 1];
-    float acc = bias;
-    for (int k = 0; k < W; ++k) acc += (sq[k] == cur) ? w[k] * win[k] : 0.f;
-    fwd_store<TX>(p, b, c, t, acc, cur < 0);
+  static CC1D_HD void store(TX* p, const unsigned (&w)[kWords]) {
+    for (int v = 0; v < kWords / 4; ++v)
+      store16(p + v * (16 / (int)sizeof(TX)), *reinterpret_cast<const unsigned(*)[4]>(w + 4 * v));
+  }
+
+  // The outputs of one warp step from this lane's inputs `cur`; the W-1 inputs before them
+  // come from lane l-1 by shuffle, or for lane 0 from its carry (lane 31's, the step before).
+  static CC1D_HD void compute(const FwdParams& p, int lane, const float (&w)[W], float bias,
+                              const unsigned (&cur)[kWords], unsigned (&carry)[kWords], float (&o)[kFwdItemsTime]) {
+    unsigned prev[kWords] = {};
+    for (int j = kHalo0; j < kWords; ++j) {
+      const unsigned left = __shfl_sync(0xffffffffu, cur[j], (lane + 31) & 31);
+      prev[j] = lane == 0 ? carry[j] : left;
+      carry[j] = left;  // lane 0: lane 31's words, the next step's halo
+    }
+    float xv[W - 1 + kFwdItemsTime];
+    for (int i = 0; i < W - 1; ++i) xv[i] = word_elem<TX>(prev, kFwdItemsTime - (W - 1) + i);
+    for (int i = 0; i < kFwdItemsTime; ++i) xv[W - 1 + i] = word_elem<TX>(cur, i);
+    for (int i = 0; i < kFwdItemsTime; ++i) o[i] = fwd_tap<W, ACT>(p, w, bias, xv + i);
+  }
+
+  static CC1D_HD void warp(const FwdParams& p, long long b, long long c, long long seg, const float (&w)[W],
+                           float bias) {
+    const int lane = threadIdx.x & 31;
+    const long long s0 = seg * kFwdVecSegment;
+    const long long s_end = s0 + kFwdVecSegment < p.seqlen ? s0 + kFwdVecSegment : p.seqlen;
+    const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+    TX* __restrict__ outr = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+    unsigned carry[kWords] = {};
+    if (lane == 0) {
+      if (s0 > 0) {
+        load(xr + s0 - kFwdItemsTime, carry);
+      } else if (p.initial_states != nullptr) {
+        float f[kFwdItemsTime] = {};
+        for (int i = kFwdItemsTime - (W - 1); i < kFwdItemsTime; ++i)
+          f[i] = fwd_load_x<TX>(p, W, b, c, i - kFwdItemsTime);
+        pack_words<TX>(f, carry);
+      }
+    }
+    // Full steps, each loading the next one's inputs before its own math (two loads in flight).
+    const TX* __restrict__ xp = xr + s0 + lane * kFwdItemsTime;
+    TX* __restrict__ op = outr + s0 + lane * kFwdItemsTime;
+    const int full = (int)((s_end - s0) / kFwdWarpSpan);
+    unsigned cur[kWords] = {};
+    if (full > 0) load(xp, cur);
+#pragma unroll 1
+    for (int i = 0; i < full; ++i, xp += kFwdWarpSpan, op += kFwdWarpSpan) {
+      unsigned next[kWords] = {};
+      if (i + 1 < full) load(xp + kFwdWarpSpan, next);
+      float o[kFwdItemsTime];
+      compute(p, lane, w, bias, cur, carry, o);
+      unsigned ow[kWords];
+      pack_words<TX>(o, ow);
+      store(op, ow);
+      for (int j = 0; j < kWords; ++j) cur[j] = next[j];
+    }
+    // The row ends inside this step: lanes load and store what exists, element by element where
+    // a lane straddles the end.
+    if (s0 + (long long)full * kFwdWarpSpan < s_end) {
+      const long long valid = p.seqlen - (s0 + (long long)full * kFwdWarpSpan + lane * kFwdItemsTime);
+      float f[kFwdItemsTime];
+      for (int i = 0; i < kFwdItemsTime; ++i) f[i] = i < valid ? to_float(xp[i]) : 0.f;
+      pack_words<TX>(f, cur);
+      float o[kFwdItemsTime];
+      compute(p, lane, w, bias, cur, carry, o);
+      for (int i = 0; i < kFwdItemsTime; ++i)
+        if (i < valid) op[i] = from_float<TX>(o[i]);
+    }
+    if (p.final_states && s_end == p.seqlen && lane < W - 1) fwd_write_final_one<TX>(p, W, b, c, lane);
+  }
+};
+
+// ---- CHANNEL and CHANNEL_SEQ: a lane per channel (32 per item), the block's warps walk
+// kFwdWarps runs of kFwdChunkChannel time steps; each thread slides a window of W steps over its
+// run (any strides: the generic path stays small).
+template <typename TX, typename TW, int W, bool SEQ>
+CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long long chunk) {
+  const long long c = cb * 32 + (threadIdx.x & 31);
+  const long long t0 = (chunk * kFwdWarps + (threadIdx.x >> 5)) * (long long)kFwdChunkChannel;
+  if (c >= p.dim || t0 >= p.seqlen) return;
+  const long long t_end = t0 + kFwdChunkChannel < p.seqlen ? t0 + kFwdChunkChannel : p.seqlen;
+  const long long xs = p.x_stride[2], os = p.out_stride[2];
+  const TX* __restrict__ xb = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+  TX* __restrict__ ob = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+  float w[W], bias;
+  fwd_load_weights<TW, W>(p, c, w, bias);
+  float win[W] = {};  // win[k]: x at t-(W-1)+k for the current step t
+  int sq[W] = {};     // their segment ids (SEQ)
+  auto shift_in = [&](float x, long long t) {
+    for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1], sq[k] = sq[k + 1];
+    win[W - 1] = x;
+    if constexpr (SEQ) sq[W - 1] = fwd_load_seq(p, b, t);
+  };
+#pragma unroll 1
+  for (long long t = t0 - (W - 1); t < t0; ++t) shift_in(fwd_load_x<TX>(p, W, b, c, t), t);  // x, states or 0
+  const TX* __restrict__ xp = xb + t0 * xs;
+  TX* __restrict__ op = ob + t0 * os;
+#pragma unroll 1
+  for (long long t = t0; t < t_end; ++t, xp += xs, op += os) {
+    shift_in(to_float(*xp), t);
+    float m[W];
+    for (int k = 0; k < W; ++k) m[k] = SEQ && sq[k] != sq[W - 1] ? 0.f : win[k];  // other segments: masked
+    *op = from_float<TX>(SEQ && sq[W - 1] < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
   }
   if (p.final_states && t_end == p.seqlen) fwd_write_final<TX>(p, W, b, c);
 }
 
-// Segment ids default to 0 when seq_idx is absent, so one code path serves both cases: the
-// compare is always true and the padding rule never fires.
-// Grid: x walks (channel block, time chunk) pairs of one batch row, y walks batches; both are
-// block-strided, so no grid limit applies. The planner guarantees fewer than 2^32 pairs per batch,
-// which keeps the index math 32-bit (64-bit division would double ptxas time and code size).
-template <typename TX, typename TW, int W, int LAYOUT>
+// ---- CHANNEL_VEC: a block computes kFwdChannelTiles tiles of kFwdChannelTile time steps x 128
+// bytes of channels (64 16-bit or 32 fp32 ones), one after the other. Per tile, 16-byte loads
+// fill a shared tile of the window (with the W-1 steps before it: x, the initial states or
+// zeros); then lane l of warp w walks the channels of word l (two 16-bit ones or one fp32) over
+// the tile's rows [8w, 8w+8), writing its outputs into a second shared tile, which 16-byte
+// stores write out. The final states are the last W-1 rows of the input tile. Three barriers
+// per tile, as upstream's kernel.
+template <typename TX, typename TW, int W, int ACT>
+CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, long long run) {
+  constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
+  constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
+  constexpr int C = 32 * CPW;                  // channels per tile row: 128 bytes, 32 words
+  constexpr int VR = 8;                        // vectors per row
+  constexpr int RR = kFwdThreads / VR;         // rows per load round: 16
+  constexpr int T = kFwdChannelTile;           // output rows
+  constexpr int R = T + W - 1;                 // input rows
+  constexpr int STEPS = T / kFwdWarps;         // rows per warp
+  CC1D_SHARED_ARRAY(unsigned, xs, R * 32);
+  CC1D_SHARED_ARRAY(unsigned, ys, T * 32);
+  const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
+  const int lane = tid & 31, r0 = (tid >> 5) * STEPS;         // compute: word, first row
+  const long long c0 = cb * C;
+  const bool lv_ok = c0 + lv * V < p.dim;
+  const long long xs_t = p.x_stride[2], os_t = p.out_stride[2];
+  const TX* __restrict__ xb = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c0 + lv * V;
+  TX* __restrict__ ob = static_cast<TX*>(p.out) + b * p.out_stride[0] + c0 + lv * V;
+  float w[CPW][W] = {}, bias[CPW] = {};
+  for (int i = 0; i < CPW; ++i)
+    if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
+
+  long long t0 = run * kFwdChannelTiles * T;
+#pragma unroll 1
+  for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T) {  // uniform in the block
+    __syncthreads();  // the previous tile is done with xs and ys
+    // Input row r is time t0-(W-1)+r; rows in [lo, hi) exist in x.
+    const long long left = p.seqlen - t0 + (W - 1);
+    const int lo = t0 < W - 1 ? (int)(W - 1 - t0) : 0, hi = left < R ? (int)left : R;
+    const TX* __restrict__ xt = xb + (t0 - (W - 1) + lr) * xs_t;
+    // All loads of the window first, then the shared stores.
+    constexpr int ROUNDS = (R + RR - 1) / RR;
+    unsigned u[ROUNDS][4];
+    for (int i = 0; i < ROUNDS; ++i) {
+      const int r = i * RR + lr;
+      for (int j = 0; j < 4; ++j) u[i][j] = 0;
+      if (r >= lo && r < hi && lv_ok) load16(xt + i * RR * xs_t, u[i]);
+    }
+    const int init_rows = p.initial_states != nullptr ? lo : 0;  // written below instead
+    for (int i = 0; i < ROUNDS; ++i)
+      if (i * RR + lr < R && i * RR + lr >= init_rows) store16_shared(xs + (i * RR + lr) * 32 + lv * 4, u[i]);
+    if (init_rows > 0) {  // the first tile of a row: rare, rolled
+#pragma unroll 1
+      for (int idx = tid; idx < init_rows * 32; idx += kFwdThreads) {
+        float f[CPW];
+        for (int i = 0; i < CPW; ++i) {
+          const long long c = c0 + (idx % 32) * CPW + i;
+          f[i] = c < p.dim ? fwd_load_x<TX>(p, W, b, c, t0 - (W - 1) + idx / 32) : 0.f;
+        }
+        pack_words<TX>(f, xs + idx);
+      }
+    }
+    __syncthreads();
+
+    float win[W][CPW];
+    for (int j = 0; j < W - 1; ++j)
+      for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+#pragma unroll
+    for (int j = 0; j < STEPS; ++j) {
+      for (int m = 0; m < W - 1; ++m)
+        for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
+      const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane];
+      float o[CPW];
+      for (int i = 0; i < CPW; ++i) {
+        win[W - 1][i] = word_elem<TX>(&xw, i);
+        float x[W];
+        for (int m = 0; m < W; ++m) x[m] = win[m][i];
+        o[i] = fwd_tap<W, ACT>(p, w[i], bias[i], x);
+      }
+      pack_words<TX>(o, ys + (r0 + j) * 32 + lane);
+    }
+    __syncthreads();
+
+    TX* __restrict__ ot = ob + (t0 + lr) * os_t;
+    for (int i = 0; i < T / RR; ++i) {
+      unsigned o[4];
+      load16(ys + (i * RR + lr) * 32 + lv * 4, o);
+      if (i * RR + lr < hi - (W - 1) && lv_ok) store16(ot + i * RR * os_t, o);
+    }
+  }
+  // The last tile of a row holds the final states in its input rows: x at seqlen-(W-1)+j is
+  // row seqlen-t0'+j, t0' = t0 - T the tile's first step (xs is intact until the next item).
+  if (p.final_states && t0 >= p.seqlen) {
+#pragma unroll 1
+    for (int idx = tid; idx < (W - 1) * C; idx += kFwdThreads) {
+      const int j = idx / C, ci = idx % C;
+      const long long c = c0 + ci;
+      if (c < p.dim)
+        static_cast<TX*>(p.final_states)[b * p.final_stride[0] + c * p.final_stride[1] + j * p.final_stride[2]] =
+            from_float<TX>(word_elem<TX>(xs + (p.seqlen - (t0 - T) + j) * 32 + ci / CPW, ci % CPW));
+    }
+  }
+}
+
+// Grid: x walks the blocks of one batch row, y walks batches; both are block-strided, so no
+// grid limit applies. The planner guarantees fewer than 2^32 work items per batch row, which
+// keeps the index math 32-bit (64-bit division would double ptxas time and code size).
+template <typename TX, typename TW, int W, int PATH>
 __global__ void __launch_bounds__(kFwdThreads) causal_conv1d_fwd_kernel(const FwdParams p) {
+  constexpr bool TIME_VEC = PATH == kFwdPathTimeVec || PATH == kFwdPathTimeVecSilu;
+  constexpr bool CHANNEL_VEC = PATH == kFwdPathChannelVec || PATH == kFwdPathChannelVecSilu;
+  constexpr int ACT = PATH == kFwdPathTimeVecSilu || PATH == kFwdPathChannelVecSilu ? kActSilu : kActNone;
   const unsigned nt = (unsigned)p.num_time_chunks;
-  const long long per_batch = p.num_time_chunks * p.num_channel_blocks;
   for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
-    for (long long blk = blockIdx.x; blk < per_batch; blk += gridDim.x) {
-      const unsigned u = (unsigned)blk;
-      const long long chunk = u % nt, cb = u / nt;
-      if constexpr (LAYOUT == kLayoutTime) {
-        fwd_time_block<TX, TW, W>(p, b, cb, chunk);
+    for (long long blk = blockIdx.x; blk < p.blocks_per_batch; blk += gridDim.x) {
+      if constexpr (TIME_VEC) {
+        // One item per warp: (channel, segment); a warp without one skips (no barrier here).
+        const unsigned item = (unsigned)blk * kFwdWarps + (threadIdx.x >> 5);
+        if (item >= (unsigned)(p.num_channel_blocks * p.num_time_chunks)) continue;
+        const long long c = item / nt, seg = item % nt;
+        float w[W], bias;
+        fwd_load_weights<TW, W>(p, c, w, bias);
+        TimeVec<TX, W, ACT>::warp(p, b, c, seg, w, bias);
       } else {
-        fwd_channel_block<TX, TW, W>(p, b, cb, chunk);
+        const unsigned u = (unsigned)blk;
+        const long long chunk = u % nt, cb = u / nt;
+        if constexpr (PATH == kFwdPathTime || PATH == kFwdPathTimeSeq) {
+          fwd_time_block<TX, TW, W, PATH == kFwdPathTimeSeq>(p, b, cb, chunk);
+        } else if constexpr (CHANNEL_VEC) {
+          fwd_channel_tiles<TX, TW, W, ACT>(p, b, cb, chunk);
+        } else {
+          fwd_channel_run<TX, TW, W, PATH == kFwdPathChannelSeq>(p, b, cb, chunk);
+        }
       }
     }
   }

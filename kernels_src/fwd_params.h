@@ -8,13 +8,25 @@
 namespace cc1d {
 
 // Launch geometry, used by both the kernels and the planner.
-constexpr int kFwdThreads = 128;     // threads per block, both layouts
-constexpr int kFwdItemsTime = 8;     // TIME layout: consecutive outputs per thread
-constexpr int kFwdChunkChannel = 32; // CHANNEL layout: time steps per thread
+constexpr int kFwdThreads = 128;                   // threads per block, every path
+constexpr int kFwdWarps = kFwdThreads / 32;
+constexpr int kFwdItemsTime = 8;                   // TIME paths: consecutive outputs per thread and step
+constexpr int kFwdWarpSpan = 32 * kFwdItemsTime;   // TIME_VEC: time steps a warp covers per step
+constexpr int kFwdVecSegment = 4 * kFwdWarpSpan;   // TIME_VEC: time steps one warp computes per task
+constexpr int kFwdChunkChannel = 32;               // CHANNEL, CHANNEL_SEQ: time steps per thread
+constexpr int kFwdChannelTile = 32;                // CHANNEL_VEC: time steps per tile
+constexpr int kFwdChannelTiles = 4;                // CHANNEL_VEC: tiles per work item
 
-// Thread mapping, chosen by the planner from the strides.
-constexpr int kLayoutTime = 0;     // threads walk time: best when stride(t) is the smallest
-constexpr int kLayoutChannel = 1;  // threads walk channels: best when stride(c) is the smallest
+// Kernel paths: the 4th template argument, chosen by the planner (fwd_plan.cpp) per call.
+constexpr int kFwdPathTime = 0;        // threads walk time; any strides
+constexpr int kFwdPathChannel = 1;     // threads walk channels; any strides
+constexpr int kFwdPathTimeSeq = 2;     // kFwdPathTime with seq_idx
+constexpr int kFwdPathChannelSeq = 3;  // kFwdPathChannel with seq_idx
+constexpr int kFwdPathTimeVec = 4;     // channel-first, unit time stride, 16-byte aligned rows, no seq_idx
+constexpr int kFwdPathChannelVec = 5;  // channel-last, unit channel stride, 16-byte aligned, no seq_idx
+constexpr int kFwdPathTimeVecSilu = 6;     // kFwdPathTimeVec with silu
+constexpr int kFwdPathChannelVecSilu = 7;  // kFwdPathChannelVec with silu
+constexpr int kFwdNumPaths = 8;
 
 struct FwdParams {
   const void* x;               // (batch, dim, seqlen), TX
@@ -32,9 +44,15 @@ struct FwdParams {
   long long init_stride[3];
   long long out_stride[3];
   long long final_stride[3];
-  long long num_time_chunks;     // ceil(seqlen / per-block time span)
-  long long num_channel_blocks;  // CHANNEL layout: ceil(dim / kFwdThreads); TIME layout: dim
-  int silu;
+  // Work items of one batch row: num_channel_blocks x num_time_chunks, where a TIME path's item
+  // is one channel and a time chunk (kFwdThreads * kFwdItemsTime steps; TIME_VEC: one warp and
+  // kFwdVecSegment steps), a CHANNEL path's item 32 channels x kFwdWarps runs of
+  // kFwdChunkChannel steps, and a CHANNEL_VEC item 128 bytes of channels x kFwdChannelTiles
+  // tiles of kFwdChannelTile steps.
+  long long num_time_chunks;
+  long long num_channel_blocks;
+  long long blocks_per_batch;  // TIME_VEC: items / kFwdWarps rounded up; else the item count
+  int silu;  // the generic paths' activation (the vector paths have it in their variant)
   int pad_;
 };
 

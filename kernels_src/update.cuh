@@ -17,6 +17,12 @@
 
 namespace cc1d {
 
+// (cache % state_len) for cache >= 0: cache is an int32, so a state_len beyond 32 bits leaves it
+// unchanged and 32-bit arithmetic suffices (64-bit division would double the kernel's code).
+CC1D_HD long long update_ring_head(long long cache, long long sl) {
+  return sl > 0x7fffffffLL ? cache : (long long)((unsigned)cache % (unsigned)sl);
+}
+
 template <typename TX, typename TW, int W>
 __global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(const UpdateParams p) {
   const long long c = (long long)blockIdx.x * kUpdateThreads + threadIdx.x;
@@ -24,42 +30,54 @@ __global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(co
   float w[W];
   for (int k = 0; k < W; ++k) w[k] = load_as_float<TW>(p.weight, c * p.w_stride[0] + k * p.w_stride[1]);
   const float bias = p.bias ? load_as_float<TW>(p.bias, c * p.bias_stride) : 0.f;
+  const long long sl = p.state_len, ss = p.state_stride[2], xs = p.x_stride[2], os = p.out_stride[2];
   for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
-    const TX* x = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
-    TX* out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+    const TX* __restrict__ x = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+    TX* __restrict__ out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
     const long long row = p.conv_state_indices ? (long long)p.conv_state_indices[b * p.index_stride] : b;
     const long long cache = p.cache_seqlens ? (long long)p.cache_seqlens[b * p.cache_stride] : 0;
     if (row < 0 || row >= p.pool || cache < 0) {  // a padding slot (or an index the kernel must not follow)
-      for (long long t = 0; t < p.seqlen; ++t) out[t * p.out_stride[2]] = from_float<TX>(0.f);
+#pragma unroll 1
+      for (long long t = 0; t < p.seqlen; ++t) out[t * os] = from_float<TX>(0.f);
       continue;
     }
-    TX* state = static_cast<TX*>(p.conv_state) + row * p.state_stride[0] + c * p.state_stride[1];
-    const long long sl = p.state_len, ss = p.state_stride[2];
-    const long long head = p.cache_seqlens ? cache % sl : 0;  // circular: where token 0 goes
+    TX* __restrict__ state = static_cast<TX*>(p.conv_state) + row * p.state_stride[0] + c * p.state_stride[1];
+    // Circular: token 0 goes to `head`, and the window before it ends there; shift mode: the
+    // window is the state's last W-1 entries.
+    const long long head = p.cache_seqlens ? update_ring_head(cache, sl) : sl;
     // win[k] holds x at time k-(W-1) relative to the current token; the last slot is the token.
     float win[W];
     for (int i = 0; i < W - 1; ++i) {
-      long long pos = p.cache_seqlens ? head - (W - 1) + i : sl - (W - 1) + i;
+      long long pos = head - (W - 1) + i;
       if (pos < 0) pos += sl;
       win[i] = to_float(state[pos * ss]);
     }
+    // Loops over runtime counts stay rolled: a decode step has one token, and unrolled copies
+    // would only add code (and compile time).
+#pragma unroll 1
     for (long long t = 0; t < p.seqlen; ++t) {
-      win[W - 1] = to_float(x[t * p.x_stride[2]]);
+      win[W - 1] = to_float(x[t * xs]);
       float acc = bias;
       for (int k = 0; k < W; ++k) acc += w[k] * win[k];
       if (p.silu) acc = silu(acc);
-      out[t * p.out_stride[2]] = from_float<TX>(acc);
+      out[t * os] = from_float<TX>(acc);
       for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1];
     }
     if (p.cache_seqlens) {
-      // The last min(seqlen, state_len) tokens, each at its ring position.
-      const long long first = p.seqlen > sl ? p.seqlen - sl : 0;
-      for (long long t = first; t < p.seqlen; ++t) state[((head + t) % sl) * ss] = x[t * p.x_stride[2]];
+      // Each token at its ring position, in order (a later one overwrites an earlier one).
+      long long pos = head;
+#pragma unroll 1
+      for (long long t = 0; t < p.seqlen; ++t) {
+        state[pos * ss] = x[t * xs];
+        pos = pos + 1 == sl ? 0 : pos + 1;
+      }
     } else {
       // concat(state, x)[-state_len:], in place: shift left by seqlen, then append.
       const long long keep = sl > p.seqlen ? sl - p.seqlen : 0;
+#pragma unroll 1
       for (long long i = 0; i < keep; ++i) state[i * ss] = state[(i + p.seqlen) * ss];
-      for (long long i = keep; i < sl; ++i) state[i * ss] = x[(p.seqlen - (sl - i)) * p.x_stride[2]];
+#pragma unroll 1
+      for (long long i = keep; i < sl; ++i) state[i * ss] = x[(p.seqlen - (sl - i)) * xs];
     }
   }
 }

@@ -44,7 +44,15 @@ if [ ! -e "$NVRTC12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$NVRTC12" nvidia-cuda-nvrtc-cu12
 fi
 
-# 4. The package itself (incremental: scikit-build-core keeps its build dir in build/).
+# 4. The static SASS profile (bench/sass_profile.py, a ctest) disassembles cubins with NVIDIA's
+# cuobjdump and nvdisasm: small pip packages, no GPU or toolkit needed.
+if ! ls "$VENV"/lib/python3*/site-packages/nvidia/*/bin/nvdisasm "$VENV"/lib/python3*/site-packages/nvidia/*/bin/cuobjdump \
+     >/dev/null 2>&1; then
+  echo "setup: installing nvidia-cuda-nvdisasm, nvidia-cuda-cuobjdump into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump
+fi
+
+# 5. The package itself (incremental: scikit-build-core keeps its build dir in build/).
 echo "setup: installing causal_conv1d into $VENV"
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps . 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/bwd/bwd_op.h"
 
@@ -24,23 +25,6 @@ constexpr int64_t kTimeTile = 2048;  // time-major: steps per tile
 constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
 constexpr int64_t kCLChanTile = 128;  // channel-major: channels per item
 constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
-
-// g[i] *= silu'(z[i]) = s (1 + z (1 - s)), s = sigmoid(z); 4 lanes at a time (convert.h's exp).
-void mul_silu_grad(const float* z, float* g, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    cc1d_v4f zv, gv;
-    std::memcpy(&zv, z + i, sizeof zv);
-    std::memcpy(&gv, g + i, sizeof gv);
-    const cc1d_v4f s = 1.f / (1.f + exp_approx(-zv));
-    gv *= s * (1.f + zv * (1.f - s));
-    std::memcpy(g + i, &gv, sizeof gv);
-  }
-  for (; i < n; ++i) {
-    const float s = 1.f / (1.f + std::exp(-z[i]));
-    g[i] *= s * (1.f + z[i] * (1.f - s));
-  }
-}
 
 float load(const void* base, cc1d_dtype dt, int64_t off) {
   float v;
@@ -152,7 +136,7 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
       }
     if (p.silu) {
       RowTile<W, SEQ>::pre_activation(x.data(), seg.data(), w, bias, z.data(), n);
-      mul_silu_grad(z.data(), g.data(), n);
+      simd().mul_silu_grad(z.data(), g.data(), n);
     }
     if (SEQ)
       for (int64_t i = 0; i < n; ++i) g[i] = seg[W - 1 + i] < 0 ? 0.f : g[i];  // padding tokens
@@ -231,7 +215,7 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
         const float *xr = &x[(i + k) * nc], *wr = &w[k * nc];
         for (int64_t q = 0; q < nc; ++q) z[q] += wr[q] * xr[q];
       }
-      mul_silu_grad(z.data(), gi, nc);
+      simd().mul_silu_grad(z.data(), gi, nc);
     }
     std::copy(carry.begin(), carry.begin() + (W - 1) * nc, g.begin() + nt * nc);
     // dx at t0+i for i in [0, nt), and in the first tile dinitial_states at -(W-1)..-1.

@@ -1,5 +1,7 @@
 // thread_pool.h — a small persistent pool for the CPU backends (and the emulator's blocks).
-// Size: CAUSAL_CONV1D_NUM_THREADS, else std::thread::hardware_concurrency().
+// Size: CAUSAL_CONV1D_NUM_THREADS, else std::thread::hardware_concurrency(). Calls from several
+// threads run at the same time (sharing the workers); a process forked while a call runs gets a
+// fresh pool in the child.
 #pragma once
 #include <cstdint>
 #include <functional>

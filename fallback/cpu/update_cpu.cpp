@@ -1,11 +1,15 @@
 // update_cpu.cpp — the update op's native CPU implementation (run by the cpu backend): the same
-// semantics as kernels_src/update.cuh, one (batch row, channel) at a time, channels of a row
-// spread over the thread pool. Validation has already rejected out-of-range indices, duplicated
-// indices and negative cache_seqlens for host tensors.
+// semantics as kernels_src/update.cuh. Work items are (batch row, run of channels): the taps
+// run per channel with the element types fixed at compile time (a decode step is a few
+// operations per channel, so no per-element dispatch), the activation and the conversion of
+// the outputs run vectorised over the run (simd.h). Small calls stay on the calling thread: a
+// decode step of one row is done before a pool thread would wake. Validation has already
+// rejected out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/update/update_op.h"
 
@@ -13,72 +17,115 @@ namespace cc1d {
 
 namespace {
 
-constexpr int64_t kChannelGrain = 64;  // channels per task
+constexpr int64_t kChannelRun = 512;        // channels per work item
+constexpr int64_t kSerialWork = 1 << 17;    // below this many channel steps, no pool
 
 int32_t index_at(const TensorRef& t, int64_t i) { return static_cast<const int32_t*>(t.data)[i * t.strides[0]]; }
 
-void update_channel(const UpdateProblem& p, int64_t b, int64_t c, int64_t row, int64_t cache, std::vector<float>& xs) {
-  const int W = p.width;
+// Taps of channels [c0, c1) of batch row b with state row `row` into acc ((c1-c0) x seqlen,
+// channel-major), and the state updated; TX: x/state type, TW: weight/bias type. The width is
+// a template argument, so the window lives in registers. DECODE: the common decode step (one
+// token, shift mode, state rows of exactly `width` contiguous elements), fully unrolled.
+template <typename TX, typename TW, int W, bool DECODE>
+void taps(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row, int64_t cache, float* acc) {
   const int64_t L = p.seqlen, sl = p.state_len;
-  const GatherFn gx = gather_fn(p.x_dtype);
-  float w[CC1D_MAX_WIDTH];
-  gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
-  float bias = 0.f;
-  if (p.bias.present()) gather_fn(p.w_dtype)(p.bias.data, c * p.bias.strides[0], 1, 1, &bias);
-  const TensorRef& st = p.conv_state;
-  const int64_t base = row * st.strides[0] + c * st.strides[1], ss = st.strides[2];
-  const int64_t head = p.cache_seqlens.present() ? cache % sl : 0;
-  // xs = the W-1 state values before the first new token, then the L new tokens.
-  xs.resize(W - 1 + L);
+  const TensorRef &st = p.conv_state, &wt = p.weight;
+  const TX* x = static_cast<const TX*>(p.x.data) + b * p.x.strides[0];
+  TX* state = static_cast<TX*>(st.data) + row * st.strides[0];
+  const TW* w = static_cast<const TW*>(wt.data);
+  const TW* bias = p.bias.present() ? static_cast<const TW*>(p.bias.data) : nullptr;
+  const bool circular = p.cache_seqlens.present();
+  const int64_t head = circular ? cache % sl : 0, ss = DECODE ? 1 : st.strides[2], xs = p.x.strides[2];
+  int64_t wpos[W];  // where the W-1 inputs before the first new token sit in a state row
   for (int i = 0; i < W - 1; ++i) {
-    int64_t pos = p.cache_seqlens.present() ? head - (W - 1) + i : sl - (W - 1) + i;
-    if (pos < 0) pos += sl;
-    gx(st.data, base + pos * ss, 1, 1, &xs[i]);
+    int64_t pos = circular ? head - (W - 1) + i : sl - (W - 1) + i;
+    wpos[i] = (pos < 0 ? pos + sl : pos) * ss;
   }
-  gx(p.x.data, b * p.x.strides[0] + c * p.x.strides[1], p.x.strides[2], L, xs.data() + W - 1);
-  std::vector<float> out(L);
-  for (int64_t t = 0; t < L; ++t) {
-    float acc = bias;
-    for (int k = 0; k < W; ++k) acc += w[k] * xs[t + k];
-    out[t] = acc;
+  for (int64_t c = c0; c < c1; ++c) {
+    float wk[W], win[W];
+    for (int k = 0; k < W; ++k) wk[k] = to_float(w[c * wt.strides[0] + k * wt.strides[1]]);
+    const float b0 = bias ? to_float(bias[c * p.bias.strides[0]]) : 0.f;
+    TX* s = state + c * st.strides[1];
+    const TX* xc = x + c * p.x.strides[1];
+    for (int i = 0; i < W - 1; ++i) win[i] = to_float(s[wpos[i]]);
+    float* a = acc + (c - c0) * L;
+    for (int64_t t = 0; t < (DECODE ? 1 : L); ++t) {
+      win[W - 1] = to_float(xc[t * xs]);
+      float v = b0;
+      for (int k = 0; k < W; ++k) v += wk[k] * win[k];
+      a[t] = v;
+      for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1];
+    }
+    // The state takes x's elements unconverted (same type).
+    if (DECODE) {
+      for (int i = 0; i < W - 1; ++i) s[i] = s[i + 1];
+      s[W - 1] = xc[0];
+    } else if (circular) {
+      for (int64_t t = std::max<int64_t>(0, L - sl); t < L; ++t) s[((head + t) % sl) * ss] = xc[t * xs];
+    } else {
+      const int64_t keep = std::max<int64_t>(0, sl - L);
+      for (int64_t i = 0; i < keep; ++i) s[i * ss] = s[(i + L) * ss];
+      for (int64_t i = keep; i < sl; ++i) s[i * ss] = xc[(L - (sl - i)) * xs];
+    }
   }
-  if (p.silu) silu_inplace(out.data(), L);
-  scatter_fn(p.x_dtype)(p.out.data, b * p.out.strides[0] + c * p.out.strides[1], p.out.strides[2], L, out.data());
-  // The state takes x's values unconverted (same dtype): copy elements, not floats.
-  const size_t es = static_cast<size_t>(dtype_size(p.x_dtype));
-  auto* sp = static_cast<unsigned char*>(st.data);
-  const auto* xp = static_cast<const unsigned char*>(p.x.data) + (b * p.x.strides[0] + c * p.x.strides[1]) * es;
-  auto state_at = [&](int64_t pos) { return sp + (base + pos * ss) * es; };
-  auto x_at = [&](int64_t t) { return xp + t * p.x.strides[2] * es; };
-  if (p.cache_seqlens.present()) {
-    for (int64_t t = std::max<int64_t>(0, L - sl); t < L; ++t) std::memcpy(state_at((head + t) % sl), x_at(t), es);
-  } else {
-    const int64_t keep = std::max<int64_t>(0, sl - L);
-    for (int64_t i = 0; i < keep; ++i) std::memcpy(state_at(i), state_at(i + L), es);
-    for (int64_t i = keep; i < sl; ++i) std::memcpy(state_at(i), x_at(L - (sl - i)), es);
-  }
+}
+
+using TapsFn = void (*)(const UpdateProblem&, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
+
+template <typename TX, typename TW, int... Ws>
+struct TapsTable {
+  static constexpr TapsFn general[] = {taps<TX, TW, Ws, false>...};
+  static constexpr TapsFn decode[] = {taps<TX, TW, Ws, true>...};
+};
+template <typename TX, typename TW>
+TapsFn taps_for(int width, bool decode) {
+  using T = TapsTable<TX, TW, 1, 2, 3, 4, 5, 6, 7, 8>;
+  return (decode ? T::decode : T::general)[width - 1];
+}
+template <typename TX>
+TapsFn taps_for(cc1d_dtype w, int width, bool decode) {
+  return w == CC1D_FLOAT16    ? taps_for<TX, half_t>(width, decode)
+         : w == CC1D_BFLOAT16 ? taps_for<TX, bf16_t>(width, decode)
+                              : taps_for<TX, float>(width, decode);
+}
+TapsFn taps_for(const UpdateProblem& p) {
+  const bool decode = p.seqlen == 1 && !p.cache_seqlens.present() && p.state_len == p.width &&
+                      p.conv_state.strides[2] == 1;
+  return p.x_dtype == CC1D_FLOAT16    ? taps_for<half_t>(p.w_dtype, p.width, decode)
+         : p.x_dtype == CC1D_BFLOAT16 ? taps_for<bf16_t>(p.w_dtype, p.width, decode)
+                                      : taps_for<float>(p.w_dtype, p.width, decode);
 }
 
 }  // namespace
 
 void update_cpu(const Problem& problem) {
   const auto& p = static_cast<const UpdateProblem&>(problem);
-  const int64_t chunks = p.dim / kChannelGrain + (p.dim % kChannelGrain != 0);
-  parallel_for(p.batch * chunks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> xs;
+  const int64_t runs = p.dim / kChannelRun + (p.dim % kChannelRun != 0);
+  const int64_t per_item = std::min(p.dim, kChannelRun) * (p.seqlen + p.width);
+  const TapsFn run_taps = taps_for(p);
+  const SimdKernels& k = simd();
+  const TensorRef& out = p.out;
+  const bool out_rows = p.seqlen == 1 && out.strides[1] == 1;  // the channels of a row are contiguous
+  parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
+    std::vector<float> acc(std::min(p.dim, kChannelRun) * p.seqlen);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t b = item / chunks, c0 = (item % chunks) * kChannelGrain;
-      const int64_t c1 = std::min(p.dim, c0 + kChannelGrain);
+      const int64_t b = item / runs, c0 = (item % runs) * kChannelRun, c1 = std::min(p.dim, c0 + kChannelRun);
       const int64_t row = p.conv_state_indices.present() ? index_at(p.conv_state_indices, b) : b;
-      const int64_t cache = p.cache_seqlens.present() ? index_at(p.cache_seqlens, b) : 0;
+      const int64_t n = (c1 - c0) * p.seqlen;
       if (row < 0) {  // a padding slot: outputs 0, state untouched
-        std::vector<float> zeros(p.seqlen, 0.f);
-        for (int64_t c = c0; c < c1; ++c)
-          scatter_fn(p.x_dtype)(p.out.data, b * p.out.strides[0] + c * p.out.strides[1], p.out.strides[2],
-                                p.seqlen, zeros.data());
-        continue;
+        std::fill(acc.begin(), acc.begin() + n, 0.f);
+      } else {
+        run_taps(p, b, c0, c1, row, p.cache_seqlens.present() ? index_at(p.cache_seqlens, b) : 0, acc.data());
+        if (p.silu) k.silu_inplace(acc.data(), n);
       }
-      for (int64_t c = c0; c < c1; ++c) update_channel(p, b, c, row, cache, xs);
+      const int64_t o = b * out.strides[0] + c0 * out.strides[1];
+      if (out_rows) {
+        k.from_f32(p.x_dtype, acc.data(), static_cast<char*>(out.data) + o * dtype_size(p.x_dtype), n);
+      } else {
+        const ScatterFn sx = scatter_fn(p.x_dtype);
+        for (int64_t c = c0; c < c1; ++c)
+          sx(out.data, o + (c - c0) * out.strides[1], out.strides[2], p.seqlen, acc.data() + (c - c0) * p.seqlen);
+      }
     }
   });
 }

@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import os
 import threading
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
-from . import _lib
+from . import _lib, _validate
 from ._diag import StrictModeError, logger, strict_mode, warn_once
 
 BACKENDS = tuple(_lib.BACKEND_IDS)  # auto, cpu, nvrtc, emulate, aten
@@ -83,9 +84,8 @@ def last_backend() -> Optional[BackendChoice]:
     return getattr(_tls, "last", None)
 
 
-@dataclasses.dataclass
-class OpCall:
-    """One call of an op, as the dispatcher runs it.
+class OpCall(NamedTuple):
+    """One call of an op, as the dispatcher runs it (a NamedTuple: built on every call).
 
     tensors: every tensor argument by its C struct field name (None for absent ones);
     written: the names among them that the op writes (outputs and in-out state);
@@ -100,6 +100,43 @@ class OpCall:
     run_aten: Callable
 
 
+# ---- the eager fast path --------------------------------------------------------------------
+
+
+def _probe(name: str):
+    """A torch function this check needs, or None when this torch lacks it."""
+    obj = torch
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+_is_compiling = _validate._is_compiling
+_dispatch_modes = _probe("_C._len_torch_dispatch_stack")
+_function_modes = _probe("_C._is_torch_function_mode_enabled")
+_functorch_level = _probe("_C._functorch.peek_interpreter_stack")
+_EAGER_PROBES = None not in (_is_compiling, _dispatch_modes, _function_modes, _functorch_level)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def eager_ok(*tensors) -> bool:
+    """Whether an op may call its implementation directly instead of through its torch operator:
+    plain tensors, nothing for autograd to record, no torch.compile/jit tracing, no dispatch or
+    function mode, no functorch transform. Then torch.ops would run the very same
+    implementation, only some tens of microseconds later; anything else goes through it."""
+    if not _EAGER_PROBES or _is_compiling() or torch.jit.is_tracing() or _dispatch_modes() or _function_modes():
+        return False
+    if _functorch_level() is not None:
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN or (grad and t.requires_grad)):
+            return False
+    return True
+
+
 # ---- plans ----------------------------------------------------------------------------------
 
 _plan_cache: dict = {}
@@ -112,6 +149,7 @@ def _clear_caches() -> None:
     with _cache_lock:
         _plan_cache.clear()
         _broken.clear()
+        _choices.clear()
 
 
 def _device_str(device: torch.device) -> str:
@@ -145,15 +183,25 @@ def _requested(per_call: Optional[str]) -> tuple:
     return None, None
 
 
+# os.environ's own bytes mapping (POSIX CPython) is read without encoding the key on every call;
+# os.environ.get where it is absent.
+_environ_bytes = getattr(os.environ, "_data", None)
+if isinstance(_environ_bytes, dict):
+    def _getenv(name: bytes):
+        return _environ_bytes.get(name)
+else:
+    def _getenv(name: bytes):
+        return os.environ.get(name.decode())
+
+
 def plan(op: str, device: torch.device, backend: Optional[str] = None) -> _lib.Plan:
     """libcc1d's dispatch plan for `op` on `device` (cached; the environment is part of the key),
     with backends that failed at run time marked unavailable."""
     asked, source = _requested(backend)
     codes = _device_codes(device)
-    env = (os.environ.get("CAUSAL_CONV1D_BACKEND", ""), os.environ.get("CAUSAL_CONV1D_STRICT", ""))
+    env = (_getenv(b"CAUSAL_CONV1D_BACKEND"), _getenv(b"CAUSAL_CONV1D_STRICT"))
     key = (op, asked, codes, env)
-    with _cache_lock:
-        p = _plan_cache.get(key)
+    p = _plan_cache.get(key)  # a dict read is atomic; writes take the lock
     if p is None:
         p = _make_plan(op, asked, codes)
         with _cache_lock:
@@ -249,11 +297,27 @@ def _run_with_host_copies(call: OpCall, backend_id: int) -> None:
             call.tensors[name].copy_(host[name])
 
 
+_choices: dict = {}  # id(plan) -> (plan, device, op, BackendChoice of its first candidate)
+
+
+def _choice(p: _lib.Plan, c: _lib.Candidate, device: torch.device, failures: list, op: str) -> BackendChoice:
+    dstr = _device_str(device)
+    if p.requested == "auto":
+        if failures:
+            reason = (f"auto: fell back to {_describe(c.backend, device, c.host_copies)}; " +
+                      "; ".join(f"'{n}' unavailable ({w})" for n, w in failures))
+        else:
+            reason = f"auto: {device.type} tensors are served by {_describe(c.backend, device, c.host_copies)}"
+    else:
+        reason = f"requested by {p.source}: {_describe(c.backend, device, c.host_copies)}"
+    return BackendChoice(backend=c.backend, requested=p.requested, source=p.source, device=dstr, reason=reason,
+                         fallback_from=tuple(failures), host_copies=c.host_copies, op=op)
+
+
 def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
     """Runs `call` with the first backend of the plan that can serve it; returns the choice."""
     device = call.device
     p = plan(call.op, device, backend)
-    dstr = _device_str(device)
     failures = []
     for i, c in enumerate(p.candidates):
         if not c.available:
@@ -280,23 +344,24 @@ def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
                 continue
             if e.status == _lib.ERR_BACKEND_UNAVAILABLE:
                 raise _lib.BackendUnavailableError(
-                    f"causal_conv1d: backend '{c.backend}' (requested by {p.source}) cannot serve {dstr}: {e}",
-                    e.status) from e
+                    f"causal_conv1d: backend '{c.backend}' (requested by {p.source}) cannot serve "
+                    f"{_device_str(device)}: {e}", e.status) from e
             raise
-        if p.requested == "auto":
-            if failures:
-                reason = (f"auto: fell back to {_describe(c.backend, device, c.host_copies)}; " +
-                          "; ".join(f"'{n}' unavailable ({w})" for n, w in failures))
+        if failures:
+            choice = _choice(p, c, device, failures, call.op)
+        else:  # the common case: the same answer every call (plans are cached, so is this)
+            e = _choices.get(id(p))
+            if e is not None and e[0] is p and e[2] == call.op and e[1] == device:
+                choice = e[3]
             else:
-                reason = f"auto: {device.type} tensors are served by {_describe(c.backend, device, c.host_copies)}"
-        else:
-            reason = f"requested by {p.source}: {_describe(c.backend, device, c.host_copies)}"
-        choice = BackendChoice(backend=c.backend, requested=p.requested, source=p.source, device=dstr,
-                               reason=reason, fallback_from=tuple(failures), host_copies=c.host_copies, op=call.op)
+                choice = _choice(p, c, device, failures, call.op)
+                _choices[id(p)] = (p, device, call.op, choice)
         _tls.last = choice
-        logger.debug("%s served by %s", call.op, choice)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s served by %s", call.op, choice)
         return choice
     name, why = failures[0]
+    dstr = _device_str(device)
     if p.requested != "auto":
         raise _lib.BackendUnavailableError(
             f"causal_conv1d: backend '{name}' (requested by {p.source}) cannot serve {dstr}: {why}")

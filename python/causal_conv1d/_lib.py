@@ -21,6 +21,7 @@ import ctypes
 import json
 import logging
 import os
+import struct
 import threading
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
@@ -212,17 +213,20 @@ def error_for_status(status: int, message: str) -> LibraryError:
 # ---- tensors -> structs ---------------------------------------------------------------------
 
 
-_DTYPE_CODES = None
+_DTYPE_CODES: dict = {}
+
+
+def _dtype_codes() -> dict:
+    import torch
+
+    _DTYPE_CODES.update({torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16,
+                         torch.int32: INT32})
+    return _DTYPE_CODES
 
 
 def dtype_code(dtype) -> int:
-    global _DTYPE_CODES
-    if _DTYPE_CODES is None:
-        import torch
-
-        _DTYPE_CODES = {torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.int32: INT32}
     try:
-        return _DTYPE_CODES[dtype]
+        return (_DTYPE_CODES or _dtype_codes())[dtype]
     except KeyError:
         raise TypeError(f"libcc1d has no element type for {dtype}; expected float32, float16, "
                         f"bfloat16 (or int32 for indices)") from None
@@ -257,21 +261,76 @@ def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = N
     return s
 
 
+# The hot path packs an op's argument struct and its tensors' cc1d_tensor descriptors into one
+# buffer with struct.pack_into: far cheaper than setting ctypes fields one by one. The layouts
+# come from the ctypes definitions above (which tests/python/test_c_abi.py checks against cc1d.h).
+# One format per rank: unused shape and stride slots are pad bytes, left zero.
+_TENSOR = [struct.Struct(f"@Piiii{n}q{8 * (MAX_RANK - n)}x{n}q{8 * (MAX_RANK - n)}x") for n in range(MAX_RANK + 1)]
+assert all(t.size == ctypes.sizeof(CTensor) for t in _TENSOR), "cc1d_tensor layout mismatch"
+_TENSOR_BYTES = ctypes.sizeof(CTensor)
+_SCALAR_FORMATS = {ctypes.c_uint32: "@I", ctypes.c_int32: "@i", ctypes.c_void_p: "@P"}  # "@" dropped when joined
+
+
+class _ArgsLayout(NamedTuple):
+    size: int
+    tensors: dict  # field name -> offset of its cc1d_tensor* member
+    scalars: tuple  # the scalar field names after struct_size, in order
+    header: struct.Struct  # struct_size and the scalars at their offsets (pointers: pad bytes)
+
+
+_layouts: dict = {}
+
+
+def _args_layout(struct_type) -> _ArgsLayout:
+    lay = _layouts.get(struct_type)
+    if lay is None:
+        tensors, scalars, fmt, at = {}, [], "@", 0
+        for name, ctype in struct_type._fields_:
+            offset = getattr(struct_type, name).offset
+            if ctype is ctypes.POINTER(CTensor):
+                tensors[name] = offset
+                continue
+            fmt += f"{offset - at}x" + _SCALAR_FORMATS[ctype][1:]
+            at = offset + ctypes.sizeof(ctype)
+            if name != "struct_size":
+                scalars.append(name)
+        header = struct.Struct(fmt)
+        assert struct_type._fields_[0][0] == "struct_size" and header.size <= ctypes.sizeof(struct_type)
+        lay = _layouts[struct_type] = _ArgsLayout(ctypes.sizeof(struct_type), tensors, tuple(scalars), header)
+    return lay
+
+
 def fill_args(struct_type, tensors: dict, **scalars):
-    """An op's argument struct: struct_size set, each tensor field pointing to its cc1d_tensor
-    (None stays NULL), the scalar fields as given. The returned struct keeps its tensors alive."""
-    args = struct_type()
-    args.struct_size = ctypes.sizeof(struct_type)
-    keep = []
-    for name, t in tensors.items():
-        if t is not None:
-            s = tensor_struct(t)
-            keep.append(s)
-            setattr(args, name, ctypes.pointer(s))
-    for name, v in scalars.items():
-        setattr(args, name, v)
-    args._keep = keep
-    return args
+    """An op's argument struct (struct_type, a ctypes.Structure with struct_size first) packed
+    into one buffer with a cc1d_tensor for each tensor after it: each tensor field points to its
+    descriptor (None stays NULL), the scalar fields as given (None is 0), struct_size set. The
+    tensors share the first one's device (validation has checked they do). Pass the buffer to
+    Library.call; struct_type.from_buffer(buf) reads it back."""
+    lay = _args_layout(struct_type)
+    present = [(name, t) for name, t in tensors.items() if t is not None]
+    buf = ctypes.create_string_buffer(lay.size + _TENSOR_BYTES * len(present))
+    base = ctypes.addressof(buf)
+    # The header first: its pad bytes (where the tensor pointers go) are written as zeros.
+    lay.header.pack_into(buf, 0, lay.size, *[scalars.get(name) or 0 for name in lay.scalars])
+    offset = lay.size
+    tensor_offsets, pack_ptr = lay.tensors, _PTR.pack_into
+    codes = _DTYPE_CODES or _dtype_codes()
+    dev_type, dev_index = device_codes(present[0][1].device) if present else (DEVICE_CPU, 0)
+    for name, t in present:  # one device for all (the op's validation checked it)
+        shape = t.shape
+        if len(shape) > MAX_RANK:
+            raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK}; argument '{name}' has shape {tuple(shape)}")
+        dt = codes.get(t.dtype)
+        if dt is None:
+            dtype_code(t.dtype)  # raises the TypeError
+        _TENSOR[len(shape)].pack_into(buf, offset, t.data_ptr(), dt, dev_type, dev_index, len(shape), *shape,
+                                      *t.stride())
+        pack_ptr(buf, tensor_offsets[name], base + offset)
+        offset += _TENSOR_BYTES
+    return buf
+
+
+_PTR = struct.Struct("@P")
 
 
 class Candidate(NamedTuple):
@@ -349,14 +408,15 @@ class Library:
         return tuple(out)
 
     def call_status(self, entry: str, args) -> int:
-        """Calls an op's entry point (e.g. "cc1d_causal_conv1d_fwd") and returns the raw status
-        (the GIL is released during the call)."""
+        """Calls an op's entry point (e.g. "cc1d_causal_conv1d_fwd") with its argument struct
+        (fill_args' buffer, or a ctypes.Structure) and returns the raw status (the GIL is
+        released during the call)."""
         f = self._entries.get(entry)
         if f is None:
             f = getattr(self._dll, entry)
-            f.restype, f.argtypes = ctypes.c_int, [ctypes.POINTER(type(args))]
+            f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p]
             self._entries[entry] = f
-        return int(f(ctypes.byref(args)))
+        return f(args if isinstance(args, ctypes.Array) else ctypes.byref(args))
 
     def call(self, entry: str, args) -> None:
         self.raise_for(self.call_status(entry, args), entry)

@@ -69,6 +69,8 @@ def _names(arg: Arg) -> str:
 
 def self_overlapping(t: torch.Tensor) -> bool:
     """Whether two indices of `t` can address one element (the rule of libcc1d's tensor.cpp)."""
+    if t.is_contiguous():
+        return False
     dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1)
     if any(n == 0 for n in t.shape):
         return False
@@ -80,11 +82,27 @@ def self_overlapping(t: torch.Tensor) -> bool:
     return False
 
 
+_compiled_tables: dict = {}
+
+
+def _compiled(table: Table) -> list:
+    """Per argument: (arg, rank, lowest rank, [(dim index, symbol, offset, at_least)]), parsed once."""
+    rows = _compiled_tables.get(id(table))
+    if rows is None:
+        rows = []
+        for arg in table.args:
+            dims = [(i,) + _dim(rule) for i, rule in enumerate(arg.dims) if _dim(rule)[0] is not None]
+            rows.append((arg, len(arg.dims), arg.min_rank or len(arg.dims), dims))
+        _compiled_tables[id(table)] = rows
+        _compiled_tables[("keep", id(table))] = table  # ids stay unique while the table lives
+    return rows
+
+
 def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_DTYPES) -> dict:
     """Validates `tensors` (name -> tensor or None) against `table`; returns the symbol values."""
     sym: dict = {}
     first = None
-    for arg in table.args:
+    for arg, rank, lo_rank, dims in _compiled(table):
         t = tensors.get(arg.name)
         if t is None and arg.optional:
             continue
@@ -94,11 +112,11 @@ def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_D
         if t.layout != torch.strided:
             raise TypeError(f"{fn}: argument '{arg.name}' must be a dense (strided) tensor; got layout {t.layout}. "
                             f"Call .to_dense() first")
-        rank = len(arg.dims)
-        lo_rank = arg.min_rank or rank
-        if not lo_rank <= t.dim() <= rank:
-            dims = f"{lo_rank} or {rank} dims" if lo_rank != rank else "1 dim" if rank == 1 else f"{rank} dims"
-            raise ValueError(f"{fn}: argument '{arg.name}' must have {dims} {_names(arg)}{_expected(arg, sym)}; "
+        shape = t.shape
+        ndim = len(shape)
+        if not lo_rank <= ndim <= rank:
+            dims_text = f"{lo_rank} or {rank} dims" if lo_rank != rank else "1 dim" if rank == 1 else f"{rank} dims"
+            raise ValueError(f"{fn}: argument '{arg.name}' must have {dims_text} {_names(arg)}{_expected(arg, sym)}; "
                              f"got shape {_shape(t)}")
         if arg.dtype == "float":
             if t.dtype not in float_dtypes:
@@ -112,20 +130,17 @@ def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_D
             if t.dtype != ref.dtype:
                 raise TypeError(f"{fn}: argument '{arg.name}' must have {arg.dtype}'s dtype {ref.dtype}; "
                                 f"got {t.dtype}")
+        device = t.device
         if first is None:
-            first = arg.name, t.device
-        elif t.device != first[1]:
+            first = arg.name, device
+        elif device != first[1]:
             raise ValueError(f"{fn}: argument '{arg.name}' must be on {first[0]}'s device ({first[1]}); "
-                             f"got a tensor on {t.device}")
-        shape = _shape(t) + (1,) * (rank - t.dim())
-        for i, rule in enumerate(arg.dims):
-            name, off, at_least = _dim(rule)
-            if name is None:
-                continue
+                             f"got a tensor on {device}")
+        for i, name, off, at_least in dims:
+            size = shape[i] if i < ndim else 1  # missing trailing dims are 1
             if name not in sym:
-                sym[name] = shape[i] - off
+                sym[name] = v = size - off
                 lo, hi = table.limits.get(name, (0, None))
-                v = sym[name]
                 if hi is None and v < lo:
                     raise ValueError(f"{fn}: argument '{arg.name}' must have {name} ({arg.name}.shape[{i}]) >= {lo}; "
                                      f"got shape {_shape(t)}")
@@ -134,47 +149,57 @@ def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_D
                                      f"between {lo} and {hi}; got {v} (shape {_shape(t)})")
                 continue
             want = sym[name] + off
-            if (shape[i] < want) if at_least else (shape[i] != want):
+            if (size < want) if at_least else (size != want):
                 raise ValueError(f"{fn}: argument '{arg.name}' must have shape {_names(arg)}"
                                  f"{_expected(arg, sym)}; got shape {_shape(t)}")
         if arg.written:
             _check_no_overlap(arg, t, table, tensors, fn)
-        if arg.written and self_overlapping(t):
-            raise ValueError(f"{fn}: argument '{arg.name}' is written, but its strides {tuple(t.stride())} make "
-                             f"elements share memory (an expanded or overlapping view); pass a tensor with "
-                             f"distinct elements, e.g. .contiguous() or torch.empty(...)")
+            if self_overlapping(t):
+                raise ValueError(f"{fn}: argument '{arg.name}' is written, but its strides {tuple(t.stride())} make "
+                                 f"elements share memory (an expanded or overlapping view); pass a tensor with "
+                                 f"distinct elements, e.g. .contiguous() or torch.empty(...)")
     return sym
 
 
 def _span(t: torch.Tensor) -> tuple:
     """[lo, hi) bytes of t's elements, or None when it has none."""
-    if t.numel() == 0:
+    n = t.numel()
+    if n == 0:
         return None
-    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
     lo = t.data_ptr()
+    if t.is_contiguous():
+        return lo, lo + n * t.element_size()
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
     return lo, lo + (last + 1) * t.element_size()
 
 
-def _compiling() -> bool:
-    """Whether torch.compile is tracing: torch.compiler.is_compiling (torch >= 2.3), else
-    torch._dynamo.is_compiling (torch 2.1, 2.2)."""
-    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    if is_compiling is None:
+def _find_is_compiling():
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if f is None:  # torch 2.1, 2.2
         from torch import _dynamo
 
-        is_compiling = _dynamo.is_compiling
-    return bool(is_compiling())
+        f = _dynamo.is_compiling
+    return f
+
+
+_is_compiling = _find_is_compiling()
+
+
+def _compiling() -> bool:
+    """Whether torch.compile is tracing (torch.compiler.is_compiling, or torch._dynamo's on 2.1/2.2)."""
+    return bool(_is_compiling())
 
 
 def _check_no_overlap(arg: Arg, t: torch.Tensor, table: Table, tensors: dict, fn: str) -> None:
     """Raises when written argument `t` shares memory with another argument (as libcc1d does);
     skipped while torch.compile traces (fake tensors have no memory; libcc1d checks at run time)."""
-    if t.device.type not in ("cpu", "cuda") or _compiling():
+    device = t.device
+    if device.type not in ("cpu", "cuda") or _compiling():
         return
     mine = _span(t)
     for other in table.args:
         u = tensors.get(other.name)
-        if other.name == arg.name or not isinstance(u, torch.Tensor) or u.device != t.device:
+        if other.name == arg.name or not isinstance(u, torch.Tensor) or u.device != device:
             continue
         theirs = _span(u)
         if mine and theirs and mine[0] < theirs[1] and theirs[0] < mine[1]:

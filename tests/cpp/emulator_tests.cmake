@@ -79,7 +79,7 @@ add_test(NAME test_cache_fleet COMMAND test_fake_driver_e2e "--test-case=fleet:*
 set_tests_properties(test_cache_fleet PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS emulator
                      PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
 
-# The fake driver with real NVRTC cubins and PTX (every lowered name of all 144 variants).
+# The fake driver with real NVRTC cubins and PTX (every lowered name of every forward variant).
 # Exits 77 — skipped, never passed — without an NVRTC.
 add_executable(test_fake_driver_nvrtc ${CC1D_EMU_TEST_DIR}/test_fake_driver_nvrtc.cpp)
 target_link_libraries(test_fake_driver_nvrtc PRIVATE doctest::doctest cc1d_static)

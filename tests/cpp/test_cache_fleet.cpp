@@ -17,6 +17,7 @@
 
 #include "cc1d/cc1d.h"
 #include "e2e_spawn.h"
+#include "kernels_src/fwd_params.h"
 
 namespace {
 
@@ -105,10 +106,12 @@ TEST_CASE("fleet: precompile's output, as the only tier with the local cache off
   const std::string m = manifest;
   cc1d_free(manifest);
   INFO(m);
-  // fp32 x fp32, width 4, both layouts: two variants, both compiled for sm_90.
-  CHECK(m.find("\"variants\": 2, \"compiled\": 2, \"already_present\": 0, \"failed\": 0") != std::string::npos);
-  CHECK(occurrences(m, "\"kernel\": \"cc1d::causal_conv1d_fwd_kernel<float, float, 4, ") == 2);
-  CHECK(occurrences(m, "\"target\": \"sm_90\", \"compiler\": \"NVRTC 13.0\", \"key\": ") == 2);
+  // fp32 x fp32, width 4, every path of the forward: each compiled for sm_90.
+  const std::string n = std::to_string(cc1d::kFwdNumPaths);
+  CHECK(m.find("\"variants\": " + n + ", \"compiled\": " + n + ", \"already_present\": 0, \"failed\": 0") !=
+        std::string::npos);
+  CHECK(occurrences(m, "\"kernel\": \"cc1d::causal_conv1d_fwd_kernel<float, float, 4, ") == cc1d::kFwdNumPaths);
+  CHECK(occurrences(m, "\"target\": \"sm_90\", \"compiler\": \"NVRTC 13.0\", \"key\": ") == cc1d::kFwdNumPaths);
   std::ifstream f(tier + "/manifest.json");
   std::string on_disk((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   CHECK(on_disk == m + "\n");

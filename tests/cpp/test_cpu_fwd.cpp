@@ -2,8 +2,13 @@
 // three layouts, odd and long lengths, bias/silu/seq_idx/initial/final states. Outputs are
 // poisoned with NaN first, so an unwritten element fails.
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "fwd_case.h"
 
@@ -54,39 +59,84 @@ TEST_CASE("cpu forward: dim beyond 65536 (upstream's grid limit)") {
   run_case({CC1D_FLOAT32, CC1D_FLOAT32, 2, Layout::ChannelLast, 1, 65536 + 3, 2, true, false, false, true, true}, rng);
 }
 
+namespace {
+
+// In a forked child: one pooled cpu forward, checked against the reference; the exit code says
+// how it went (doctest's checks do not cross fork()). A hang becomes SIGALRM.
+[[noreturn]] void child_forward(uint32_t salt) {
+  alarm(30);
+  std::mt19937 rng = cc1d_test::test_rng(salt);
+  HostTensor x = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst);
+  HostTensor out = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst);
+  HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {64, 4});
+  x.randomize(rng);
+  w.randomize(rng);
+  out.fill_all(NAN);
+  cc1d_fwd_args a{};
+  a.struct_size = sizeof a;
+  a.x = &x.t;
+  a.weight = &w.t;
+  a.out = &out.t;
+  a.backend = CC1D_BACKEND_CPU;
+  RefInputs in;
+  in.x = &x;
+  in.w = &w;
+  std::vector<double> want, fin;
+  reference_fwd(in, want, fin);
+  const bool ok = cc1d_causal_conv1d_fwd(&a) == CC1D_OK && compare(out, want, tolerance(CC1D_FLOAT32)).empty();
+  _exit(ok ? 0 : 1);
+}
+
+// Waits up to `seconds` for child `pid`: "" when it exited 0, else what happened (a hung child
+// is killed).
+std::string child_outcome(pid_t pid, int seconds) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  pid_t r = 0;
+  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (r == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return "hung";
+  }
+  if (WIFSIGNALED(status)) return "ended by signal " + std::to_string(WTERMSIG(status));
+  return WEXITSTATUS(status) == 0 ? "" : "exited " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
 TEST_CASE("cpu forward works in a forked child after the thread pool started") {
   // fork() keeps only the calling thread: the pool's workers are gone in the child, which must
-  // still finish (the caller does all the work) instead of waiting for them.
+  // still finish instead of waiting for them.
   std::mt19937 rng = cc1d_test::test_rng(106);
-  const FwdCase c{CC1D_FLOAT32, CC1D_FLOAT32, 4, Layout::ChannelFirst, 2, 64, 4099, true, true, false, true, true};
-  run_case(c, rng);  // starts the pool
+  run_case({CC1D_FLOAT32, CC1D_FLOAT32, 4, Layout::ChannelFirst, 2, 64, 4099, true, true, false, true, true}, rng);
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
-  if (pid == 0) {
-    alarm(60);  // a hang becomes SIGALRM, which the parent reports
-    std::mt19937 child_rng = cc1d_test::test_rng(107);
-    HostTensor x = make_x(CC1D_FLOAT32, 2, 64, 4099, Layout::ChannelFirst), out = x;
-    HostTensor w = HostTensor::contiguous(CC1D_FLOAT32, {64, 4});
-    x.randomize(child_rng);
-    w.randomize(child_rng);
-    out.t.data = out.storage.data();
-    out.fill_all(NAN);
-    cc1d_fwd_args a{};
-    a.struct_size = sizeof a;
-    a.x = &x.t;
-    a.weight = &w.t;
-    a.out = &out.t;
-    a.backend = CC1D_BACKEND_CPU;
-    RefInputs in;
-    in.x = &x;
-    in.w = &w;
-    std::vector<double> want, fin;
-    reference_fwd(in, want, fin);
-    const bool ok = cc1d_causal_conv1d_fwd(&a) == CC1D_OK && compare(out, want, tolerance(CC1D_FLOAT32)).empty();
-    _exit(ok ? 0 : 1);  // doctest's checks do not cross fork(): report through the exit code
+  if (pid == 0) child_forward(107);
+  CHECK(child_outcome(pid, 60) == "");
+}
+
+TEST_CASE("a child forked while another thread is inside a cpu call finishes its own call") {
+  // DataLoader workers fork while other threads run ops: the pool's locks may be held then.
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    std::mt19937 rng = test_rng(203);
+    while (!stop)
+      run_fwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 2, 300, 200, true, true, false, false, false},
+                   rng, CC1D_BACKEND_CPU);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<std::string> outcomes;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) child_forward(204 + i);
+    const std::string o = child_outcome(pid, 40);
+    if (!o.empty()) outcomes.push_back(o);
   }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK_MESSAGE(WIFEXITED(status), "child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
-  CHECK(WEXITSTATUS(status) == 0);
+  stop = true;
+  busy.join();
+  CHECK_MESSAGE(outcomes.empty(), outcomes.size() << " of 20 children failed, first: "
+                                                  << (outcomes.empty() ? std::string() : outcomes[0]));
 }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "fallback/emulator/kernel_registry.h"
+#include "kernels_src/fwd_params.h"
 #include "ops/fwd/fwd_op.h"
 #include "fwd_case.h"
 
@@ -37,9 +38,10 @@ TEST_CASE("emulate: every forward variant against the float64 reference") {
   for (int xdt : dts)
     for (int wdt : dts)
       for (int width = 1; width <= CC1D_MAX_WIDTH; ++width) {
-        // Channel-first and strided views walk time (layout 0), channel-last walks channels
-        // (layout 1). Per variant: no options; all five options over several time chunks;
-        // states with a sequence shorter than width-1; seq_idx with final states only.
+        // Generic paths: channel-first rows that are not 16-byte aligned and strided views walk
+        // time, channel-last with dim % 8 != 0 walks channels; seq_idx takes the _seq paths.
+        // Per variant: no options; all five options over several time chunks; states with a
+        // sequence shorter than width-1; seq_idx with final states only.
         for (Layout layout : {Layout::ChannelFirst, Layout::View, Layout::ChannelLast}) {
           const bool time_walk = layout != Layout::ChannelLast;
           if (layout != Layout::View) run_case({xdt, wdt, width, layout, 2, 5, 37, false, false, false, false, false}, rng);
@@ -50,6 +52,18 @@ TEST_CASE("emulate: every forward variant against the float64 reference") {
           }
           runs += layout == Layout::View ? 1 : 4;
         }
+        // Vector paths (16-byte aligned unit-stride rows, no seq_idx). TIME_VEC: two warp
+        // segments, full steps and a tail ending inside a lane; a tail only; a sequence shorter
+        // than width-1. CHANNEL_VEC: a partial channel tile over several tiles; several channel
+        // tiles and time items (initial states only in the first); a sequence shorter than
+        // width-1.
+        run_case({xdt, wdt, width, Layout::Padded, 1, 3, 1324, true, true, false, true, true}, rng);
+        run_case({xdt, wdt, width, Layout::Padded, 2, 2, 19, false, false, false, false, false}, rng);
+        run_case({xdt, wdt, width, Layout::Padded, 2, 2, 3, true, false, false, true, true}, rng);
+        run_case({xdt, wdt, width, Layout::ChannelLast, 1, 40, 70, true, true, false, true, true}, rng);
+        run_case({xdt, wdt, width, Layout::ChannelLast, 2, 136, 300, false, true, false, true, true}, rng);
+        run_case({xdt, wdt, width, Layout::ChannelLast, 2, 16, 3, true, false, false, true, true}, rng);
+        runs += 6;
       }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("emulate grid: %lld output elements in %.2f s (reference included)\n",
@@ -58,9 +72,10 @@ TEST_CASE("emulate: every forward variant against the float64 reference") {
   // Every launch ran in checking mode (natural order, then shuffled, compared byte for byte).
   CHECK(cc1d::emu::stats().checked_launches - before.checked_launches == static_cast<uint64_t>(runs));
 
-  // Every one of the 144 host instantiations ran, and they are exactly fwd_plan's list.
+  // Every host instantiation ran (9 dtype pairs x widths x paths), and they are exactly
+  // fwd_plan's list.
   const std::vector<std::string> names = cc1d::all_fwd_kernels();
-  REQUIRE(names.size() == 144);
+  REQUIRE(names.size() == 9 * CC1D_MAX_WIDTH * cc1d::kFwdNumPaths);
   for (const std::string& n : names) {
     const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(n);
     REQUIRE_MESSAGE(k != nullptr, n);

@@ -1,5 +1,5 @@
-// test_fake_driver_nvrtc.cpp — the fake libcuda fed REAL NVRTC output: one program holding all
-// 144 forward variants (as PTX, which skips ptxas: every lowered name NVRTC gives must resolve to
+// test_fake_driver_nvrtc.cpp — the fake libcuda fed REAL NVRTC output: one program holding every
+// forward variant (as PTX, which skips ptxas: every lowered name NVRTC gives must resolve to
 // the emulator's instantiation of the same name expression and to an entry of the module),
 // cubins for the wrong SM (rejected with 209 as a real driver would), and PTX (target SM and
 // ISA version checked against the device and driver). Exits 77 (ctest: skipped) when
@@ -13,10 +13,12 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nvrtc/nvrtc_compile.h"
 #include "fallback/emulator/kernel_registry.h"
+#include "kernels_src/fwd_params.h"
 #include "ops/fwd/fwd_op.h"
 #include "jit/kernel_source.h"
 #include "nvrtc/nvrtc_lib.h"
@@ -26,47 +28,13 @@ namespace {
 
 std::shared_ptr<cc1d::NvrtcLib> g_nvrtc;
 
-struct Program {
-  std::string image;
-  std::vector<std::string> lowered;  // per name expression
-};
-
-// One NVRTC program instantiating every name in `names`, compiled for `target` (e.g. "sm_90").
-Program compile_all(const std::vector<std::string>& names, const std::string& target) {
-  const cc1d::NvrtcApi& api = g_nvrtc->api;
-  const cc1d::KernelSources src = cc1d::load_kernel_sources();
-  std::vector<const char*> hdata, hnames;
-  for (size_t i = 0; i < src.header_names.size(); ++i) {
-    hdata.push_back(src.header_sources[i].c_str());
-    hnames.push_back(src.header_names[i].c_str());
-  }
-  cc1d::nvrtcProgram prog = nullptr;
-  REQUIRE(api.nvrtcCreateProgram(&prog, src.main_source.c_str(), src.main_name.c_str(), (int)hdata.size(),
-                                 hdata.data(), hnames.data()) == 0);
-  for (const std::string& n : names) REQUIRE(api.nvrtcAddNameExpression(prog, n.c_str()) == 0);
-  const std::string arch = "-arch=" + target;
-  const char* opts[] = {arch.c_str(), "-std=c++17"};
-  const int rc = api.nvrtcCompileProgram(prog, 2, opts);
-  if (rc != 0) {
-    size_t n = 0;
-    api.nvrtcGetProgramLogSize(prog, &n);
-    std::string log(n, '\0');
-    api.nvrtcGetProgramLog(prog, &log[0]);
-    FAIL("NVRTC failed: " << log);
-  }
-  Program p;
-  size_t size = 0;
+// One NVRTC program (the runtime's compile_kernels) instantiating every name in `names`, for
+// `target`: "sm_90" (a cubin) or "compute_90" (PTX).
+cc1d::CompiledProgram compile_all(const std::vector<std::string>& names, const std::string& target) {
   const bool ptx = target.compare(0, 8, "compute_") == 0;
-  REQUIRE((ptx ? api.nvrtcGetPTXSize(prog, &size) : api.nvrtcGetCUBINSize(prog, &size)) == 0);
-  p.image.assign(size, '\0');
-  REQUIRE((ptx ? api.nvrtcGetPTX(prog, &p.image[0]) : api.nvrtcGetCUBIN(prog, &p.image[0])) == 0);
-  for (const std::string& n : names) {
-    const char* lowered = nullptr;
-    REQUIRE(api.nvrtcGetLoweredName(prog, n.c_str(), &lowered) == 0);
-    p.lowered.push_back(lowered);
-  }
-  api.nvrtcDestroyProgram(&prog);
-  return p;
+  return cc1d::compile_kernels(*g_nvrtc, cc1d::load_kernel_sources(), names,
+                               ptx ? cc1d::CodeKind::Ptx : cc1d::CodeKind::Cubin,
+                               std::atoi(target.c_str() + (ptx ? 8 : 3)));
 }
 
 struct Fake {
@@ -105,30 +73,48 @@ struct Fake {
 
 }  // namespace
 
-TEST_CASE("every lowered name of a real 144-variant NVRTC program resolves to the matching host kernel") {
+TEST_CASE("every lowered name of a real NVRTC program of every forward variant resolves to the matching host kernel") {
   const std::vector<std::string> names = cc1d::all_fwd_kernels();
-  REQUIRE(names.size() == 144);
-  const Program p = compile_all(names, "compute_90");  // PTX: same lowered names, no ptxas time
+  REQUIRE(names.size() == 9 * CC1D_MAX_WIDTH * cc1d::kFwdNumPaths);
+  // Two programs (PTX: same lowered names, no ptxas time), compiled on two threads.
+  const size_t half = names.size() / 2;
+  const std::vector<std::string> parts[2] = {{names.begin(), names.begin() + half}, {names.begin() + half, names.end()}};
+  cc1d::CompiledProgram programs[2];
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        programs[i] = compile_all(parts[i], "compute_90");
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
   Fake fake;
   REQUIRE(fake.h != nullptr);
   fake.start("90");
-  void* module = nullptr;
-  REQUIRE_MESSAGE(fake.load(&module, p.image) == 0, fake.get<const char* (*)()>("cc1d_fake_last_error")());
   auto get_function = fake.get<int (*)(void**, void*, const char*)>("cuModuleGetFunction");
-  for (size_t i = 0; i < names.size(); ++i) {
-    CAPTURE(names[i]);
-    CAPTURE(p.lowered[i]);
-    CHECK(cc1d::emu::name_expression_from_lowered(p.lowered[i].c_str()) == names[i]);
-    void* f = nullptr;
-    CHECK(get_function(&f, module, p.lowered[i].c_str()) == 0);
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE_MESSAGE(errors[i].empty(), errors[i]);
+    const cc1d::CompiledProgram& p = programs[i];
+    void* module = nullptr;
+    REQUIRE_MESSAGE(fake.load(&module, p.image) == 0, fake.get<const char* (*)()>("cc1d_fake_last_error")());
+    for (size_t j = 0; j < parts[i].size(); ++j) {
+      CAPTURE(parts[i][j]);
+      CAPTURE(p.lowered_names[j]);
+      CHECK(cc1d::emu::name_expression_from_lowered(p.lowered_names[j].c_str()) == parts[i][j]);
+      void* f = nullptr;
+      CHECK(get_function(&f, module, p.lowered_names[j].c_str()) == 0);
+    }
   }
   fake.stop();
 }
 
 TEST_CASE("a real cubin for another SM is rejected with CUDA_ERROR_NO_BINARY_FOR_GPU") {
   const std::vector<std::string> one = {"cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>"};
-  const Program sm80 = compile_all(one, "sm_80");
-  const Program sm90 = compile_all(one, "sm_90");
+  const cc1d::CompiledProgram sm80 = compile_all(one, "sm_80");
+  const cc1d::CompiledProgram sm90 = compile_all(one, "sm_90");
   Fake fake;
   void* module = nullptr;
   fake.start("90");
@@ -144,13 +130,13 @@ TEST_CASE("a real cubin for another SM is rejected with CUDA_ERROR_NO_BINARY_FOR
 
 TEST_CASE("real PTX loads where the driver can JIT it and is refused by an older driver") {
   const std::vector<std::string> one = {"cc1d::causal_conv1d_fwd_kernel<cc1d::bf16_t, float, 3, 1>"};
-  const Program ptx = compile_all(one, "compute_90");
+  const cc1d::CompiledProgram ptx = compile_all(one, "compute_90");
   Fake fake;
   void* module = nullptr;
   fake.start("90");
   REQUIRE(fake.load(&module, ptx.image) == 0);
   void* f = nullptr;
-  CHECK(fake.get<int (*)(void**, void*, const char*)>("cuModuleGetFunction")(&f, module, ptx.lowered[0].c_str()) == 0);
+  CHECK(fake.get<int (*)(void**, void*, const char*)>("cuModuleGetFunction")(&f, module, ptx.lowered_names[0].c_str()) == 0);
   fake.stop();
   fake.start("120");  // PTX for compute_90 JIT-compiles for a newer SM
   CHECK(fake.load(&module, ptx.image) == 0);

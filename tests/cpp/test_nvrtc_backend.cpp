@@ -263,7 +263,9 @@ TEST_CASE("launch") {
   CHECK(l.params.seqlen == 100);
   CHECK(l.params.silu == 1);
   CHECK(l.params.x_stride[2] == 1);
-  CHECK(has(l.function, "causal_conv1d_fwd_kernelIffLi4ELi0E"));
+  // Channel-first, aligned rows, silu: the vector path (its name ends in the path number).
+  const std::string vec_silu = "Li" + std::to_string(cc1d::kFwdPathTimeVecSilu) + "E";
+  CHECK(has(l.function, "causal_conv1d_fwd_kernelIffLi4E" + vec_silu));
 
   // Warm call: only push, launch, pop. No module work, no new symbols, nothing else.
   ok(p);
@@ -278,12 +280,15 @@ TEST_CASE("launch") {
   // Another layout and dtype pair: new variants, each compiled and loaded once.
   Problem cl(0, CC1D_FLOAT32, CC1D_FLOAT32, Layout::ChannelLast);
   ok(cl);
-  CHECK(has(last_launch().function, "causal_conv1d_fwd_kernelIffLi4ELi1E"));
+  CHECK(has(last_launch().function,
+            "causal_conv1d_fwd_kernelIffLi4ELi" + std::to_string(cc1d::kFwdPathChannelVecSilu) + "E"));
   CHECK(last_launch().params.x_stride[1] == 1);
   Problem bf(0, CC1D_BFLOAT16, CC1D_FLOAT32);
   ok(bf);
   ok(bf);
-  CHECK(has(last_launch().function, "causal_conv1d_fwd_kernelINS_6bf16_tEfLi4ELi0E"));
+  // Rows of 100 bf16 are 200 bytes, not a multiple of 16: the generic path.
+  CHECK(has(last_launch().function,
+            "causal_conv1d_fwd_kernelINS_6bf16_tEfLi4ELi" + std::to_string(cc1d::kFwdPathTime) + "E"));
   CHECK(count("cuModuleLoadData") == 3);
   CHECK(count("cuLaunchKernel") == 5);
   const std::string r = report();
@@ -356,7 +361,7 @@ TEST_CASE("compile error") {
     CHECK(has(m, "fwd.cuh("));
     CHECK(has(m, "error"));
     CHECK(has(m, "broken_kernels"));
-    CHECK(has(m, "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>"));
+    CHECK(has(m, "cc1d::causal_conv1d_fwd_kernel<float, float, 4, " + std::to_string(cc1d::kFwdPathTimeVecSilu) + ">"));
   }
   CHECK(count("cuModuleLoadData") == 0);
   CHECK(has(report(), "\"writes\": 0"));

@@ -1,11 +1,14 @@
-// The real NVRTC on this machine compiles the real kernels: every forward variant for sm_90,
-// and a representative set (each dtype pair, each layout, widths 1, 4, 8) for every SM that
-// NVRTC reports, each cubin's ELF header naming the SM it was built for. Also PTX mode.
+// The real NVRTC on this machine compiles the real kernels: every variant of every op for sm_90
+// (the "all variants" case, ctest test_nvrtc_compile_all, label slow), and a representative set
+// (every path, the vector paths with every x dtype and widths 1 and 8) for every SM that NVRTC reports (the fast
+// test_nvrtc_compile), each cubin's ELF header naming the SM it was built for. Variants are
+// compiled several to a program, as NVRTC allows (one front-end pass). Also PTX mode.
 // When no NVRTC exists at all, main() says so and exits 77, which ctest reports as skipped
 // (CC1D_REQUIRE_NVRTC=1 turns that into a failure).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,7 +22,9 @@
 #include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/cubin_elf.h"
 #include "core/error.h"
+#include "kernels_src/fwd_params.h"
 #include "ops/fwd/fwd_op.h"
+#include "ops/update/update_kernels.h"
 #include "jit/kernel_source.h"
 #include "nvrtc/nvrtc_lib.h"
 
@@ -43,14 +48,15 @@ std::shared_ptr<NvrtcLib> find_nvrtc() {
 
 bool have_nvrtc() { return find_nvrtc() != nullptr; }
 
+// One NVRTC program: several variants for one target.
 struct Job {
-  std::string name;
+  std::vector<std::string> names;
   int arch;
   CodeKind kind;
 };
 
 struct Outcome {
-  CompiledImage kernel;
+  CompiledProgram program;
   std::string error;
 };
 
@@ -66,7 +72,7 @@ std::vector<Outcome> compile_all(const std::vector<Job>& jobs, int threads, doub
     pool.emplace_back([&] {
       for (size_t i; (i = next++) < jobs.size();) {
         try {
-          out[i].kernel = compile_kernel(nvrtc, src, jobs[i].name, jobs[i].kind, jobs[i].arch);
+          out[i].program = compile_kernels(nvrtc, src, jobs[i].names, jobs[i].kind, jobs[i].arch);
         } catch (const std::exception& e) {
           out[i].error = e.what();
         }
@@ -77,25 +83,39 @@ std::vector<Outcome> compile_all(const std::vector<Job>& jobs, int threads, doub
   return out;
 }
 
-void check_cubins(const std::vector<Job>& jobs, const std::vector<Outcome>& out) {
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    INFO(jobs[i].name << " for sm_" << jobs[i].arch);
-    REQUIRE_MESSAGE(out[i].error.empty(), out[i].error);
-    const CompiledImage& k = out[i].kernel;
-    CHECK(cubin_sm(k.image.data(), k.image.size()) == jobs[i].arch);
-    CHECK(k.lowered_name.rfind("_ZN4cc1d", 0) == 0);
-    CHECK(k.image.find(k.lowered_name) != std::string::npos);  // the symbol is in the cubin
-  }
+// Jobs of at most `per_program` names each, for one target.
+std::vector<Job> programs(const std::vector<std::string>& names, int arch, size_t per_program) {
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < names.size(); i += per_program)
+    jobs.push_back({std::vector<std::string>(names.begin() + i, names.begin() + std::min(names.size(), i + per_program)),
+                    arch, CodeKind::Cubin});
+  return jobs;
 }
 
-void print_timing(const char* what, size_t n, double wall, const std::vector<Outcome>& out) {
-  double sum = 0, mx = 0;
-  for (const auto& o : out) {
-    sum += o.kernel.ms;
-    mx = std::max(mx, o.kernel.ms);
+// Every cubin names its SM and holds each variant's entry point; returns the lowered names.
+std::set<std::string> check_cubins(const std::vector<Job>& jobs, const std::vector<Outcome>& out) {
+  std::set<std::string> lowered;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    INFO(jobs[i].names.front() << " (+" << jobs[i].names.size() - 1 << ") for sm_" << jobs[i].arch);
+    REQUIRE_MESSAGE(out[i].error.empty(), out[i].error);
+    const CompiledProgram& p = out[i].program;
+    CHECK(cubin_sm(p.image.data(), p.image.size()) == jobs[i].arch);
+    REQUIRE(p.lowered_names.size() == jobs[i].names.size());
+    for (const std::string& l : p.lowered_names) {
+      CHECK(l.rfind("_ZN4cc1d", 0) == 0);
+      CHECK(p.image.find(l) != std::string::npos);  // the symbol is in the cubin
+      lowered.insert(l);
+    }
   }
-  std::printf("[test_nvrtc_compile] %s: %zu compiles in %.1f s wall (2 threads), %.0f ms mean, %.0f ms max per variant\n",
-              what, n, wall / 1000, sum / std::max<size_t>(n, 1), mx);
+  return lowered;
+}
+
+void print_timing(const char* what, const std::vector<Job>& jobs, double wall, const std::vector<Outcome>& out) {
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) sum += out[i].program.ms, n += jobs[i].names.size();
+  std::printf("[test_nvrtc_compile] %s: %zu variants in %zu programs, %.1f s wall (2 threads), %.0f ms per variant\n",
+              what, n, jobs.size(), wall / 1000, sum / std::max<size_t>(n, 1));
 }
 
 }  // namespace
@@ -106,16 +126,12 @@ TEST_CASE("every kernel of every op compiles to an sm_90 cubin") {
   for (const OpEntry* op : all_ops())
     if (op->kernels != nullptr)
       for (const std::string& n : op->kernels()) names.push_back(n);
-  CHECK(names.size() >= 144);
-  std::vector<Job> jobs;
-  for (const auto& n : names) jobs.push_back({n, 90, CodeKind::Cubin});
+  CHECK(names.size() >= 9 * CC1D_MAX_WIDTH * kFwdNumPaths);
+  const std::vector<Job> jobs = programs(names, 90, 24);
   double wall = 0;
   const auto out = compile_all(jobs, 2, &wall);
-  check_cubins(jobs, out);
-  std::set<std::string> lowered;
-  for (const auto& o : out) lowered.insert(o.kernel.lowered_name);
-  CHECK(lowered.size() == names.size());  // each name expression is its own kernel
-  print_timing("all variants, sm_90", jobs.size(), wall, out);
+  CHECK(check_cubins(jobs, out).size() == names.size());  // each name expression is its own kernel
+  print_timing("all variants, sm_90", jobs, wall, out);
 }
 
 TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
@@ -123,37 +139,54 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
   const NvrtcLib& nvrtc = *find_nvrtc();
   MESSAGE("NVRTC " << nvrtc.facts.version_string() << " at " << nvrtc.facts.path << ", " << nvrtc.facts.archs.size() << " SMs");
   CHECK_FALSE(nvrtc.facts.archs.empty());
+  // Every path (bf16, width 4); the vector paths also with the other dtypes and widths 1 and 8;
+  // the update kernel likewise. Every variant compiles for sm_90 in the case above.
+  std::vector<std::string> names;
+  for (int path = 0; path < kFwdNumPaths; ++path) names.push_back(fwd_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4, path));
+  for (int path : {kFwdPathTimeVecSilu, kFwdPathChannelVecSilu}) {
+    names.push_back(fwd_kernel_name(CC1D_FLOAT32, CC1D_FLOAT16, 1, path));
+    names.push_back(fwd_kernel_name(CC1D_FLOAT16, CC1D_FLOAT32, 8, path));
+  }
+  names.push_back(update_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4));
+  names.push_back(update_kernel_name(CC1D_FLOAT32, CC1D_BFLOAT16, 8));
   std::vector<Job> jobs;
-  const cc1d_dtype dtypes[] = {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16};
-  for (int arch : nvrtc.facts.archs)
-    for (cc1d_dtype x : dtypes)
-      for (cc1d_dtype w : dtypes)
-        for (int width : {1, 4, 8})
-          for (int layout : {0, 1})
-            jobs.push_back({fwd_kernel_name(x, w, width, layout), arch, CodeKind::Cubin});
+  for (int arch : nvrtc.facts.archs) jobs.push_back({names, arch, CodeKind::Cubin});
   double wall = 0;
   const auto out = compile_all(jobs, 2, &wall);
   check_cubins(jobs, out);
-  print_timing("representative set, every SM", jobs.size(), wall, out);
+  print_timing("representative set, every SM", jobs, wall, out);
 }
 
 TEST_CASE("PTX mode: compute_XY text with the target and the entry point") {
   REQUIRE(have_nvrtc());
   const int lowest = find_nvrtc()->facts.archs.front();
-  const std::vector<Job> jobs = {{"cc1d::causal_conv1d_fwd_kernel<cc1d::bf16_t, float, 4, 0>", lowest, CodeKind::Ptx},
-                                 {"cc1d::causal_conv1d_fwd_kernel<float, cc1d::half_t, 3, 1>", 90, CodeKind::Ptx}};
+  const std::vector<Job> jobs = {{{fwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, kFwdPathTime)}, lowest, CodeKind::Ptx},
+                                 {{fwd_kernel_name(CC1D_FLOAT32, CC1D_FLOAT16, 3, kFwdPathChannelVecSilu)}, 90, CodeKind::Ptx}};
   double wall = 0;
   const auto out = compile_all(jobs, 2, &wall);
   for (size_t i = 0; i < jobs.size(); ++i) {
     REQUIRE_MESSAGE(out[i].error.empty(), out[i].error);
-    const CompiledImage& k = out[i].kernel;
+    const CompiledProgram& k = out[i].program;
     CHECK(k.target == "compute_" + std::to_string(jobs[i].arch));
     CHECK(looks_like_ptx(k.image.data(), k.image.size()));
     CHECK(cubin_sm(k.image.data(), k.image.size()) == -1);
     CHECK(k.image.find(".target sm_" + std::to_string(jobs[i].arch)) != std::string::npos);
-    CHECK(k.image.find(".entry " + k.lowered_name) != std::string::npos);
+    CHECK(k.image.find(".entry " + k.lowered_names[0]) != std::string::npos);
     CHECK(k.image.back() == '\0');  // cuModuleLoadData reads PTX as a C string
   }
+}
+
+TEST_CASE("--minimal goes to NVRTC 12.4 and later only") {
+  NvrtcFacts f;
+  f.major = 12, f.minor = 3;
+  const auto has_minimal = [](const std::vector<std::string>& o) {
+    return std::find(o.begin(), o.end(), "--minimal") != o.end();
+  };
+  CHECK_FALSE(has_minimal(nvrtc_options(CodeKind::Cubin, 90, f)));
+  f.minor = 4;
+  CHECK(has_minimal(nvrtc_options(CodeKind::Cubin, 90, f)));
+  f.major = 13, f.minor = 0;
+  CHECK(has_minimal(nvrtc_options(CodeKind::Ptx, 90, f)));
 }
 
 TEST_CASE("a syntax error is CC1D_ERR_COMPILE with NVRTC's log") {

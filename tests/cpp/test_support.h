@@ -116,14 +116,17 @@ struct HostTensor {
   }
 };
 
-// Layouts of x: channel-first contiguous, channel-last (B, L, D) transposed, or a strided view
-// (every other channel of a wider tensor, time stride 1 with padding).
-enum class Layout { ChannelFirst, ChannelLast, View };
+// Layouts of x: channel-first contiguous, channel-last (B, L, D) transposed, a strided view
+// (every other channel of a wider tensor, time stride 1 with padding), or channel-first rows
+// padded to a multiple of 8 elements plus 8 (16-byte aligned rows for any seqlen: the vector path).
+enum class Layout { ChannelFirst, ChannelLast, View, Padded };
 
 inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layout) {
+  const int64_t padded = (L + 7) / 8 * 8 + 8;
   switch (layout) {
     case Layout::ChannelLast: return HostTensor(dtype, {B, D, L}, {L * D, 1, D});
     case Layout::View: return HostTensor(dtype, {B, D, L}, {2 * D * (L + 3), 2 * (L + 3), 1});
+    case Layout::Padded: return HostTensor(dtype, {B, D, L}, {D * padded, padded, 1});
     default: return HostTensor::contiguous(dtype, {B, D, L});
   }
 }

@@ -42,6 +42,17 @@ void bad_values(int backend) {
 
 TEST_CASE("update cpu: the grid against the float64 reference") { run_update_grid(CC1D_BACKEND_CPU); }
 
+TEST_CASE("update cpu: the decode step (one token, shift, state_len == width) of every dtype pair and width") {
+  // The cpu backend's unrolled path for the common decode layout; D spans two channel runs.
+  std::mt19937 rng = test_rng(902);
+  for (int xdt = 0; xdt < 3; ++xdt)
+    for (int wdt = 0; wdt < 3; ++wdt)
+      for (int W = 1; W <= CC1D_MAX_WIDTH; ++W)
+        for (bool x_2d : {true, false})
+          run_update_case(UpdateCase{xdt, wdt, W, 3, 600, 1, W, false, W % 2 == 0, false, x_2d, true, W % 3 != 0},
+                          rng, CC1D_BACKEND_CPU);
+}
+
 TEST_CASE("update emulate: the grid against the float64 reference") {
   REQUIRE_MESSAGE(cc1d_backend_available(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU, 0) == CC1D_OK, cc1d_last_error());
   run_update_grid(CC1D_BACKEND_EMULATE);

@@ -170,11 +170,18 @@ void run_update_grid(uint32_t salt, Execute&& execute) {
                       rng, execute);
 }
 
-inline void run_update_grid(int backend) {
-  run_update_grid(500 + backend, [&](UpdateRun& r) {
+// The executor of a call through the C ABI on `backend`.
+inline auto through_c_abi(int backend) {
+  return [backend](UpdateRun& r) {
     r.a.backend = backend;
     REQUIRE_MESSAGE(cc1d_causal_conv1d_update(&r.a) == CC1D_OK, std::string(cc1d_last_error()));
-  });
+  };
 }
+
+inline void run_update_case(const UpdateCase& c, std::mt19937& rng, int backend) {
+  check_update_case(c, rng, through_c_abi(backend));
+}
+
+inline void run_update_grid(int backend) { run_update_grid(500 + backend, through_c_abi(backend)); }
 
 }  // namespace cc1d_test

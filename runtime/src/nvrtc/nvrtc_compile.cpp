@@ -36,19 +36,24 @@ std::string nvrtc_target(CodeKind kind, int arch) {
   return (kind == CodeKind::Cubin ? "sm_" : "compute_") + std::to_string(arch);
 }
 
-std::vector<std::string> nvrtc_options(CodeKind kind, int arch) {
-  return {"-arch=" + nvrtc_target(kind, arch), "-std=c++17", "--use_fast_math"};
+std::vector<std::string> nvrtc_options(CodeKind kind, int arch, const NvrtcFacts& nvrtc) {
+  std::vector<std::string> opts = {"-arch=" + nvrtc_target(kind, arch), "-std=c++17", "--use_fast_math"};
+  if (nvrtc.major > 12 || (nvrtc.major == 12 && nvrtc.minor >= 4)) opts.push_back("--minimal");
+  return opts;
 }
 
-CompiledImage compile_kernel(const NvrtcLib& nvrtc, const KernelSources& src,
-                              const std::string& name, CodeKind kind, int arch) {
+CompiledProgram compile_kernels(const NvrtcLib& nvrtc, const KernelSources& src, const std::vector<std::string>& names,
+                                CodeKind kind, int arch) {
   const NvrtcApi& api = nvrtc.api;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string who = "NVRTC " + nvrtc.facts.version_string() + " (" + nvrtc.facts.path + ")";
+  std::string what = names.empty() ? std::string("no kernel") : names[0];
+  if (names.size() > 1) what += " and " + std::to_string(names.size() - 1) + " other variant(s)";
   auto check = [&](nvrtcResult r, const char* step) {
     if (r != kNvrtcSuccess)
-      fail(CC1D_ERR_INTERNAL, who + ": " + step + " failed for " + name + ": " + nvrtc.error_string(r));
+      fail(CC1D_ERR_INTERNAL, who + ": " + step + " failed for " + what + ": " + nvrtc.error_string(r));
   };
+  if (names.empty()) fail(CC1D_ERR_INTERNAL, who + ": asked to compile no kernel");
 
   std::vector<const char*> header_data, header_names;
   for (size_t i = 0; i < src.header_names.size(); ++i) {
@@ -59,29 +64,30 @@ CompiledImage compile_kernel(const NvrtcLib& nvrtc, const KernelSources& src,
   check(api.nvrtcCreateProgram(&guard.prog, src.main_source.c_str(), src.main_name.c_str(),
                                (int)header_data.size(), header_data.data(), header_names.data()),
         "nvrtcCreateProgram");
-  check(api.nvrtcAddNameExpression(guard.prog, name.c_str()), "nvrtcAddNameExpression");
+  for (const std::string& name : names) check(api.nvrtcAddNameExpression(guard.prog, name.c_str()), "nvrtcAddNameExpression");
 
-  const std::vector<std::string> opts = nvrtc_options(kind, arch);
+  const std::vector<std::string> opts = nvrtc_options(kind, arch, nvrtc.facts);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   const nvrtcResult rc = api.nvrtcCompileProgram(guard.prog, (int)argv.size(), argv.data());
   if (rc != kNvrtcSuccess) {
     std::string log = program_log(api, guard.prog);
     fail(CC1D_ERR_COMPILE,
-         who + " could not compile " + name + " for " + nvrtc_target(kind, arch) +
+         who + " could not compile " + what + " for " + nvrtc_target(kind, arch) +
              " from kernel sources '" + src.origin + "' (" + nvrtc.error_string(rc) + "):\n" +
              (log.empty() ? std::string("(no compile log)") : log) +
              "\nFix the kernel source (or unset CAUSAL_CONV1D_KERNEL_DIR to use the built-in "
              "kernels); if the built-in kernels fail, please report it with this message.");
   }
 
-  CompiledImage out;
+  CompiledProgram out;
   out.target = nvrtc_target(kind, arch);
-  const char* lowered = nullptr;
-  check(api.nvrtcGetLoweredName(guard.prog, name.c_str(), &lowered), "nvrtcGetLoweredName");
-  if (lowered == nullptr) fail(CC1D_ERR_INTERNAL, who + " returned no lowered name for " + name);
-  out.lowered_name = lowered;
-
+  for (const std::string& name : names) {
+    const char* lowered = nullptr;
+    check(api.nvrtcGetLoweredName(guard.prog, name.c_str(), &lowered), "nvrtcGetLoweredName");
+    if (lowered == nullptr) fail(CC1D_ERR_INTERNAL, who + " returned no lowered name for " + name);
+    out.lowered_names.push_back(lowered);
+  }
   size_t size = 0;
   if (kind == CodeKind::Cubin) {
     check(api.nvrtcGetCUBINSize(guard.prog, &size), "nvrtcGetCUBINSize");
@@ -92,11 +98,21 @@ CompiledImage compile_kernel(const NvrtcLib& nvrtc, const KernelSources& src,
     out.image.resize(size);  // includes the terminating NUL cuModuleLoadData needs
     check(api.nvrtcGetPTX(guard.prog, &out.image[0]), "nvrtcGetPTX");
   }
-  if (out.image.empty()) fail(CC1D_ERR_INTERNAL, who + " produced an empty image for " + name);
+  if (out.image.empty()) fail(CC1D_ERR_INTERNAL, who + " produced an empty image for " + what);
   out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  logger().info("compiled {} for {} ({}) with NVRTC {} ({}) in {:.1f} ms", name,
-                nvrtc_target(kind, arch), code_kind_name(kind), nvrtc.facts.version_string(),
-                nvrtc.facts.path, out.ms);
+  logger().info("compiled {} for {} ({}) with NVRTC {} ({}) in {:.1f} ms", what, nvrtc_target(kind, arch),
+                code_kind_name(kind), nvrtc.facts.version_string(), nvrtc.facts.path, out.ms);
+  return out;
+}
+
+CompiledImage compile_kernel(const NvrtcLib& nvrtc, const KernelSources& src, const std::string& name, CodeKind kind,
+                             int arch) {
+  CompiledProgram p = compile_kernels(nvrtc, src, {name}, kind, arch);
+  CompiledImage out;
+  out.image = std::move(p.image);
+  out.lowered_name = std::move(p.lowered_names[0]);
+  out.target = std::move(p.target);
+  out.ms = p.ms;
   return out;
 }
 

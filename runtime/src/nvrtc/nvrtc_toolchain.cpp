@@ -143,7 +143,7 @@ class NvrtcToolchain final : public Toolchain {
       dc.nvrtc = candidates_[dc.choice.index].lib;
       d.target = nvrtc_target(dc.choice.kind, dc.choice.target_arch);
       d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
-      d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch);
+      d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, dc.nvrtc->facts);
     }
     logger().info("nvrtc backend, device {} ({}, sm_{}): {}", ordinal, name, sm, dc.choice.reason);
     devices_.push_back(d);

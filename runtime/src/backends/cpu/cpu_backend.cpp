@@ -1,6 +1,7 @@
 // cpu_backend.cpp — the `cpu` backend: each op's native CPU implementation (fallback/cpu/),
 // multi-threaded on host memory.
 #include "backends/backend.h"
+#include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 
 namespace cc1d {
@@ -22,7 +23,8 @@ class CpuBackend final : public Backend {
   void run(const OpEntry& op, const Problem& problem, void*) override { op.cpu(problem); }
 
   std::string report_json() override {
-    return "{\"compiled_in\": true, \"available\": true, \"threads\": " + std::to_string(num_threads()) + "}";
+    return "{\"compiled_in\": true, \"available\": true, \"threads\": " + std::to_string(num_threads()) +
+           ", \"simd\": \"" + simd().name + "\", \"simd_floats\": " + std::to_string(simd().width) + "}";
   }
 };
 

@@ -1,6 +1,12 @@
 // fwd_plan.cpp — the forward's kernel launch: which variant, the FwdParams block and the
 // geometry. Followed by every kernel-running backend (nvrtc, emulate), so both run the same.
+//
+// The path (the kernel's 4th template argument) follows the layout the op's validation chose
+// (time-major or channel-major), then the fastest one the call allows: seq_idx has its own
+// paths; without it, 16-byte aligned unit-stride rows get the vector paths; anything else
+// (strided views, odd alignments) the generic ones.
 #include <algorithm>
+#include <cstdint>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -10,9 +16,15 @@
 
 namespace cc1d {
 
-std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
+std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int path) {
   return std::string("cc1d::causal_conv1d_fwd_kernel<") + kernel_type_name(x) + ", " + kernel_type_name(w) + ", " +
-         std::to_string(width) + ", " + std::to_string(layout) + ">";
+         std::to_string(width) + ", " + std::to_string(path) + ">";
+}
+
+const char* fwd_path_name(int path) {
+  static const char* const names[kFwdNumPaths] = {"time",     "channel",     "time_seq",      "channel_seq",
+                                                  "time_vec", "channel_vec", "time_vec_silu", "channel_vec_silu"};
+  return path >= 0 && path < kFwdNumPaths ? names[path] : "unknown";
 }
 
 std::vector<std::string> all_fwd_kernels() {
@@ -21,9 +33,36 @@ std::vector<std::string> all_fwd_kernels() {
   for (cc1d_dtype x : dtypes)
     for (cc1d_dtype w : dtypes)
       for (int width = 1; width <= CC1D_MAX_WIDTH; ++width)
-        for (int layout : {kLayoutTime, kLayoutChannel}) names.push_back(fwd_kernel_name(x, w, width, layout));
+        for (int path = 0; path < kFwdNumPaths; ++path) names.push_back(fwd_kernel_name(x, w, width, path));
   return names;
 }
+
+namespace {
+
+// Whether every row along axis `unit` (stride 1) starts on a 16-byte boundary: the base
+// address and every other axis's stride in bytes (where that axis has more than one index).
+bool rows_aligned16(const TensorRef& t, int unit) {
+  const int64_t es = dtype_size(t.dtype);
+  if (t.strides[unit] != 1 || reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  for (int d = 0; d < 3; ++d)
+    if (d != unit && t.shape[d] > 1 && (t.strides[d] * es) % 16 != 0) return false;
+  return true;
+}
+
+int choose_path(const FwdProblem& pr) {
+  const bool seq = pr.seq_idx.present();
+  if (pr.time_major) {
+    if (seq) return kFwdPathTimeSeq;
+    if (!rows_aligned16(pr.x, 2) || !rows_aligned16(pr.out, 2)) return kFwdPathTime;
+    return pr.silu ? kFwdPathTimeVecSilu : kFwdPathTimeVec;
+  }
+  if (seq) return kFwdPathChannelSeq;
+  const int64_t per_vector = 16 / dtype_size(pr.x_dtype);
+  if (pr.dim % per_vector != 0 || !rows_aligned16(pr.x, 1) || !rows_aligned16(pr.out, 1)) return kFwdPathChannel;
+  return pr.silu ? kFwdPathChannelVecSilu : kFwdPathChannelVec;
+}
+
+}  // namespace
 
 KernelLaunch plan_fwd(const Problem& problem) {
   const auto& pr = static_cast<const FwdProblem&>(problem);
@@ -47,24 +86,39 @@ KernelLaunch plan_fwd(const Problem& problem) {
   copy_strides(p.final_stride, pr.final_states, 3);
   p.silu = pr.silu ? 1 : 0;
 
-  const int layout = pr.time_major ? kLayoutTime : kLayoutChannel;
-  if (layout == kLayoutTime) {
-    p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdThreads * kFwdItemsTime);
-    p.num_channel_blocks = pr.dim;
-  } else {
-    p.num_time_chunks = ceil_div(pr.seqlen, kFwdChunkChannel);
-    p.num_channel_blocks = ceil_div(pr.dim, kFwdThreads);
+  const int path = choose_path(pr);
+  switch (path) {
+    case kFwdPathTimeVec:
+    case kFwdPathTimeVecSilu:
+      p.num_time_chunks = ceil_div(pr.seqlen, kFwdVecSegment);
+      p.num_channel_blocks = pr.dim;
+      break;
+    case kFwdPathTime:
+    case kFwdPathTimeSeq:
+      p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdThreads * kFwdItemsTime);
+      p.num_channel_blocks = pr.dim;
+      break;
+    case kFwdPathChannelVec:
+    case kFwdPathChannelVecSilu:  // 128 bytes of channels x kFwdChannelTiles tiles per item
+      p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdChannelTile * kFwdChannelTiles);
+      p.num_channel_blocks = ceil_div(pr.dim, 128 / dtype_size(pr.x_dtype));
+      break;
+    default:  // CHANNEL, CHANNEL_SEQ: 32 channels x kFwdWarps runs per block
+      p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdWarps * kFwdChunkChannel);
+      p.num_channel_blocks = ceil_div(pr.dim, 32);
   }
-  const long long per_batch = mul_checked(p.num_channel_blocks, p.num_time_chunks, "causal_conv1d forward blocks");
-  if (per_batch >= (1LL << 32))
-    fail(CC1D_ERR_UNSUPPORTED, "causal_conv1d forward: " + std::to_string(per_batch) +
-                                   " thread blocks per batch row exceed the kernel's 32-bit block index; "
+  const long long items = mul_checked(p.num_channel_blocks, p.num_time_chunks, "causal_conv1d forward work items");
+  if (items >= (1LL << 32))
+    fail(CC1D_ERR_UNSUPPORTED, "causal_conv1d forward: " + std::to_string(items) +
+                                   " work items per batch row exceed the kernel's 32-bit index; "
                                    "split the call along dim or seqlen");
+  const bool per_warp = path == kFwdPathTimeVec || path == kFwdPathTimeVecSilu;
+  p.blocks_per_batch = per_warp ? ceil_div(items, kFwdWarps) : items;
   KernelLaunch l;
-  l.kernel = fwd_kernel_name(pr.x_dtype, pr.w_dtype, pr.width, layout);
+  l.kernel = fwd_kernel_name(pr.x_dtype, pr.w_dtype, pr.width, path);
   l.set_params(p);
   // The kernel strides over both axes, so the grid is capped under the hardware limits.
-  l.grid[0] = (unsigned)std::min<long long>(std::max<long long>(per_batch, 1), kMaxGridX);
+  l.grid[0] = (unsigned)std::min<long long>(std::max<long long>(p.blocks_per_batch, 1), kMaxGridX);
   l.grid[1] = (unsigned)std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ);
   l.block[0] = kFwdThreads;
   return l;

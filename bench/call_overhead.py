@@ -1,0 +1,87 @@
+"""Host time per Python call (goal: causal_conv1d_fn on a tiny tensor under 15 us; the update at
+batch 1, dim 4096 under 20 us from the call to the result), beside the C ABI call alone (the same
+packed arguments, straight to libcc1d) and the path through the torch operator.
+
+    PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
+        ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda]
+
+Each figure: the median (and the minimum) over 300 batches of 50 calls, per call. Short batches
+make a busy machine show up as spread between the two rather than in every figure.
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from causal_conv1d import _lib, _op_fwd, _op_update, causal_conv1d_fn, causal_conv1d_update
+
+
+def per_call_us(fn, batch=50, batches=300):
+    for _ in range(batch * 4):
+        fn()
+    times = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        times.append((time.perf_counter() - t0) / batch * 1e6)
+    return statistics.median(times), min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    torch.manual_seed(0)
+    lib = _lib.library()
+    load = os.getloadavg()
+    print(f"device {dev}; torch {torch.__version__} ({torch.get_num_threads()} threads); libcc1d {lib.path}; "
+          f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    rows = []
+
+    # forward: tiny (1, 8, 16) fp32, width 4, bias, silu
+    x = torch.randn(1, 8, 16, device=dev)
+    w = torch.randn(8, 4, device=dev)
+    b = torch.randn(8, device=dev)
+    out = torch.empty_like(x)
+    backend = "cpu" if dev.type == "cpu" else "nvrtc"
+    rows.append(("causal_conv1d_fn, (1, 8, 16) fp32, silu", per_call_us(
+        lambda: causal_conv1d_fn(x, w, b, activation="silu", backend=backend))))
+    rows.append(("  the same through torch.ops.causal_conv1d.fwd", per_call_us(
+        lambda: torch.ops.causal_conv1d.fwd(x, w, b, None, None, False, True, backend))))
+    fargs = _lib.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out), activation=_lib.ACT_SILU,
+                           backend=_lib.BACKEND_IDS[backend],
+                           stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)
+    rows.append(("  C ABI call alone (cc1d_causal_conv1d_fwd via ctypes)", per_call_us(
+        lambda: lib.call("cc1d_causal_conv1d_fwd", fargs))))
+
+    # update: batch 1, dim 4096, bf16, width 4, state_len 4, silu; to the result (synchronised)
+    xu = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16)
+    st = torch.randn(1, 4096, 4, device=dev, dtype=torch.bfloat16)
+    wu = torch.randn(4096, 4, device=dev, dtype=torch.bfloat16)
+    bu = torch.randn(4096, device=dev, dtype=torch.bfloat16)
+    outu = torch.empty_like(xu)
+
+    def update():
+        causal_conv1d_update(xu, st, wu, bu, activation="silu", backend=backend)
+        sync()
+
+    rows.append(("causal_conv1d_update, batch 1, dim 4096 bf16, silu", per_call_us(update)))
+    uargs = _lib.fill_args(_op_update.CUpdateArgs, dict(x=xu, conv_state=st, weight=wu, bias=bu, out=outu),
+                           activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS[backend],
+                           stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)
+    rows.append(("  C ABI call alone (cc1d_causal_conv1d_update via ctypes)", per_call_us(
+        lambda: (lib.call("cc1d_causal_conv1d_update", uargs), sync()))))
+
+    print("| call | median us | min us |")
+    print("|---|---|---|")
+    for what, (med, lo) in rows:
+        print(f"| {what} | {med:.1f} | {lo:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+// simd.cpp — picks the CPU backend's SIMD build (simd.h) from the CPU's features, once.
+#include "fallback/cpu/simd.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+
+const cc1d::SimdKernels* cc1d_simd_base();
+#if defined(__x86_64__) || defined(__i386__)
+const cc1d::SimdKernels* cc1d_simd_avx2();
+const cc1d::SimdKernels* cc1d_simd_avx512();
+#endif
+
+namespace cc1d {
+
+const SimdKernels* simd_build(const char* name) {
+  if (!std::strcmp(name, "base")) return cc1d_simd_base();
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (!std::strcmp(name, "avx2"))
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? cc1d_simd_avx2() : nullptr;
+  if (!std::strcmp(name, "avx512"))
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+               ? cc1d_simd_avx512()
+               : nullptr;
+#endif
+  return nullptr;
+}
+
+namespace {
+std::atomic<const SimdKernels*> g_override{nullptr};
+}  // namespace
+
+void simd_override_for_testing(const SimdKernels* k) { g_override.store(k); }
+
+const SimdKernels& simd() {
+  if (const SimdKernels* k = g_override.load(std::memory_order_relaxed)) return *k;
+  static const SimdKernels* chosen = [] {
+    const char* cap = std::getenv("CAUSAL_CONV1D_CPU_ISA");
+    const char* order[] = {"avx512", "avx2", "base"};
+    bool allowed = cap == nullptr || *cap == '\0';
+    for (const char* name : order) {
+      allowed = allowed || !std::strcmp(cap, name);
+      const SimdKernels* k = allowed ? simd_build(name) : nullptr;
+      if (k != nullptr) {
+        logger().debug("cpu backend: {} kernels ({} floats per vector){}", k->name, k->width,
+                       cap && *cap ? std::string(" (CAUSAL_CONV1D_CPU_ISA=") + cap + ")" : std::string());
+        return k;
+      }
+    }
+    if (cap != nullptr && *cap != '\0')
+      logger().warn("CAUSAL_CONV1D_CPU_ISA={} is not one of avx512, avx2, base; using the baseline build", cap);
+    return cc1d_simd_base();
+  }();
+  return *chosen;
+}
+
+}  // namespace cc1d

@@ -1,0 +1,37 @@
+// simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc), built once
+// per instruction set (simd_base.cpp: the compiler's baseline, SSE2 on x86-64; simd_avx2.cpp:
+// AVX2+FMA+F16C; simd_avx512.cpp: AVX-512 F/BW/VL/DQ) and chosen once at run time from the
+// CPU's features. CAUSAL_CONV1D_CPU_ISA=base|avx2|avx512 caps the choice (tests run each).
+#pragma once
+
+namespace cc1d {
+
+// dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
+// contiguous unless a stride is given (in elements).
+struct SimdKernels {
+  const char* name;  // "base", "avx2", "avx512"
+  int width;         // floats per vector
+  // out[t] = act(bias + sum_k w[k] * xin[t + k]), t < n; xin holds n + W - 1 floats. Index W-1.
+  void (*const* conv_time)(const float* xin, const float* w, float bias, bool silu, int out_dtype, void* out,
+                           long long n);
+  // A channel-last tile of nt steps x nc channels from its input as floats ((nt + W - 1) x nc,
+  // the W-1 steps before it first) into out (contiguous channels). Index W-1.
+  void (*const* conv_channels)(const float* xt, const float* wt, const float* bias, bool silu, int out_dtype,
+                               void* o0, long long out_step, long long nt, long long nc);
+  void (*to_f32)(int dtype, const void* src, float* dst, long long n);
+  void (*from_f32)(int dtype, const float* src, void* dst, long long n);
+  void (*silu_inplace)(float* v, long long n);
+  // g[i] *= silu'(z[i]): the backward through silu.
+  void (*mul_silu_grad)(const float* z, float* g, long long n);
+};
+
+// The best build this CPU runs (capped by CAUSAL_CONV1D_CPU_ISA), chosen on first use.
+const SimdKernels& simd();
+
+// The build of that name, or nullptr when it is not compiled in or this CPU cannot run it.
+const SimdKernels* simd_build(const char* name);
+
+// Tests: simd() returns `k` from now on (nullptr: the automatic choice again).
+void simd_override_for_testing(const SimdKernels* k);
+
+}  // namespace cc1d

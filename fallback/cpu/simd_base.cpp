@@ -1,0 +1,5 @@
+// simd_base.cpp — the CPU kernels for the compiler's baseline instruction set (SSE2 on x86-64):
+// every CPU runs them. See simd.h.
+#define CC1D_SIMD_WIDTH 4
+#define CC1D_SIMD_NAME base
+#include "fallback/cpu/simd_unit.inc"

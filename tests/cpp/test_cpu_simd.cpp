@@ -1,0 +1,147 @@
+// The CPU backend's machinery apart from the op grid: every SIMD build this CPU runs (special
+// values, conversions, a result independent of its position, the forward on each), and the
+// thread pool with concurrent callers.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "fallback/cpu/simd.h"
+#include "fallback/cpu/thread_pool.h"
+#include "fwd_case.h"
+
+using namespace cc1d_test;
+
+namespace {
+
+std::vector<const cc1d::SimdKernels*> builds() {
+  std::vector<const cc1d::SimdKernels*> v;
+  for (const char* n : {"base", "avx2", "avx512"})
+    if (const cc1d::SimdKernels* k = cc1d::simd_build(n)) v.push_back(k);
+  return v;
+}
+
+float silu_ref(float z) { return static_cast<float>(static_cast<double>(z) / (1.0 + std::exp(-static_cast<double>(z)))); }
+
+}  // namespace
+
+TEST_CASE("every SIMD build: silu special values in every lane, as aten and the GPU") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE_FALSE(builds().empty());
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    // Each special value at every position modulo the vector width, tails included.
+    for (int n = 1; n <= 3 * k->width + 1; ++n)
+      for (int pos = 0; pos < n; ++pos) {
+        const float specials[] = {-inf, inf, nan, -100.f, 100.f, 0.f, -0.f};
+        for (float sv : specials) {
+          std::vector<float> v(n, 0.5f);
+          v[pos] = sv;
+          k->silu_inplace(v.data(), n);
+          INFO("n " << n << " pos " << pos << " value " << sv);
+          if (std::isnan(sv) || sv == -inf)
+            CHECK(std::isnan(v[pos]));  // -inf * sigmoid(-inf) = -inf * 0
+          else if (sv == inf)
+            CHECK(v[pos] == inf);
+          else
+            CHECK(std::fabs(v[pos] - silu_ref(sv)) <= 1e-6f * (1.f + std::fabs(silu_ref(sv))));
+          if (n > 1) CHECK(std::fabs(v[(pos + 1) % n] - silu_ref(0.5f)) <= 1e-6f);  // the other lanes
+        }
+      }
+    // Accuracy over a sweep.
+    std::vector<float> v, want;
+    for (float z = -90.f; z <= 90.f; z += 0.0137f) v.push_back(z), want.push_back(silu_ref(z));
+    k->silu_inplace(v.data(), static_cast<long long>(v.size()));
+    for (size_t i = 0; i < v.size(); ++i)
+      REQUIRE_MESSAGE(std::fabs(v[i] - want[i]) <= 2e-6f * (1.f + std::fabs(want[i])), "silu(" << want[i] << ")");
+  }
+}
+
+TEST_CASE("every SIMD build: bf16 and fp16 conversions round like the kernels' (subnormals, inf, NaN)") {
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    // Every 16-bit pattern -> float -> back.
+    std::vector<unsigned short> bits(65536);
+    for (int i = 0; i < 65536; ++i) bits[i] = static_cast<unsigned short>(i);
+    for (int dt : {CC1D_BFLOAT16, CC1D_FLOAT16}) {
+      std::vector<float> f(65536);
+      k->to_f32(dt, bits.data(), f.data(), 65536);
+      std::vector<unsigned short> back(65536);
+      k->from_f32(dt, f.data(), back.data(), 65536);
+      for (int i = 0; i < 65536; ++i) {
+        const float want = dt == CC1D_BFLOAT16 ? cc1d::bf16_bits_to_float(bits[i]) : cc1d::half_bits_to_float(bits[i]);
+        INFO("dtype " << dt << " bits " << i);
+        if (std::isnan(want)) {
+          REQUIRE(std::isnan(f[i]));
+          REQUIRE(((back[i] & 0x7fff) > (dt == CC1D_BFLOAT16 ? 0x7f80 : 0x7c00)));  // still a NaN
+        } else {
+          REQUIRE(std::memcmp(&f[i], &want, 4) == 0);
+          REQUIRE(back[i] == bits[i]);
+        }
+      }
+    }
+    // Floats between representable values: round to nearest even, overflow to inf.
+    std::mt19937 rng = test_rng(201);
+    std::vector<float> f(4099);
+    std::uniform_int_distribution<uint32_t> any;
+    for (float& x : f) {
+      const uint32_t u = any(rng);
+      std::memcpy(&x, &u, 4);
+      if (std::isnan(x)) x = 1.f;
+    }
+    for (int dt : {CC1D_BFLOAT16, CC1D_FLOAT16}) {
+      std::vector<unsigned short> got(f.size());
+      k->from_f32(dt, f.data(), got.data(), static_cast<long long>(f.size()));
+      for (size_t i = 0; i < f.size(); ++i) {
+        const unsigned short want = dt == CC1D_BFLOAT16 ? cc1d::float_to_bf16_bits(f[i]) : cc1d::float_to_half_bits(f[i]);
+        REQUIRE_MESSAGE(got[i] == want, "dtype " << dt << " value " << f[i]);
+      }
+    }
+  }
+}
+
+TEST_CASE("every SIMD build: the forward against the float64 reference") {
+  std::mt19937 rng = test_rng(202);
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    REQUIRE(std::string(cc1d::simd().name) == k->name);
+    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int width : {1, 4, 8})
+        for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
+          for (int64_t L : {int64_t(3), int64_t(301)})
+            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, 37, L, true, true, false, true, true}, rng,
+                         CC1D_BACKEND_CPU);
+  }
+  cc1d::simd_override_for_testing(nullptr);
+}
+
+TEST_CASE("concurrent parallel_for callers run at the same time") {
+  // Each run's first item waits until the other run's first item has started: callers
+  // serialised one after the other would never get there.
+  REQUIRE(cc1d::num_threads() >= 2);
+  std::atomic<int> started{0};
+  std::atomic<bool> timed_out{false};
+  auto caller = [&] {
+    cc1d::parallel_for(4, 1, [&](int64_t begin, int64_t) {
+      if (begin != 0) return;
+      started.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (started.load() < 2)
+        if (std::chrono::steady_clock::now() > deadline) {
+          timed_out = true;
+          return;
+        }
+    });
+  };
+  std::thread a(caller), b(caller);
+  a.join();
+  b.join();
+  CHECK_FALSE(timed_out.load());
+  CHECK(started.load() == 2);
+}
