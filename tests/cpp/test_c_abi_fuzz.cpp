@@ -9,7 +9,8 @@
 // float64 reference, with no write outside the outputs. The parent requires the child to finish
 // within a time limit with exit status 0: a crash, a hang, a sanitizer report (the `asan` job
 // runs this under ASan and UBSan) or any mismatch fails. The seed is printed; CC1D_TEST_SEED
-// replays a run, and each failure names its iteration.
+// replays a run, and each failure names its iteration (CC1D_FUZZ_FIRST=i CC1D_FUZZ_ITERS=1 runs it
+// alone).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -80,9 +81,25 @@ i128 numel_of(const cc1d_tensor& t) {
   return n;
 }
 
-// Brute force: do two index tuples of a small tensor share an element?
+// Stride-sorted rule for a large tensor: each stride must step over the extent of the smaller
+// dims. Exact when it says "distinct"; it may flag an interleaved layout (the library refuses
+// those too).
+bool sorted_strides_overlap(const cc1d_tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> d;  // (stride, size) of the dims with size > 1
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] > 1) d.emplace_back(t.strides[i], t.shape[i]);
+  std::sort(d.begin(), d.end());
+  i128 extent = 1;
+  for (const auto& [stride, size] : d) {
+    if (stride < extent) return true;
+    extent += static_cast<i128>(stride) * (size - 1);
+  }
+  return false;
+}
+
+// Brute force for a small tensor: do two index tuples share an element?
 bool overlaps_itself(const cc1d_tensor& t) {
-  if (numel_of(t) > 100000) return true;  // never generated for outputs that are also valid
+  if (numel_of(t) > 100000) return sorted_strides_overlap(t);
   std::vector<int64_t> offs;
   std::vector<int64_t> idx(t.ndim, 0);
   for (;;) {
@@ -239,6 +256,26 @@ void mutate_tensor(Rng& r, Slot& s, std::vector<Slot>& all) {
   }
 }
 
+// CC1D_FUZZ_VERBOSE=1: every call's descriptors, to see what a replayed iteration does.
+void dump(const char* op, const std::vector<Slot>& s, int32_t activation, int32_t backend, const std::string& why) {
+  if (std::getenv("CC1D_FUZZ_VERBOSE") == nullptr) return;
+  std::printf("[fuzz] %s activation %d backend %d, model: %s\n", op, activation, backend,
+              why.empty() ? "valid" : why.c_str());
+  for (const Slot& x : s) {
+    const cc1d_tensor& t = x.h.t;
+    std::printf("  %-18s %s dtype %d dev %d:%d ndim %d shape", x.name, x.given ? "given" : "NULL ", t.dtype,
+                t.device_type, t.device_index, t.ndim);
+    for (int i = 0; i < std::min(t.ndim, CC1D_MAX_RANK); ++i) std::printf(" %lld", static_cast<long long>(t.shape[i]));
+    std::printf(" strides");
+    for (int i = 0; i < std::min(t.ndim, CC1D_MAX_RANK); ++i) std::printf(" %lld", static_cast<long long>(t.strides[i]));
+    std::printf(" data %+lld (storage %zu bytes)\n",
+                static_cast<long long>(static_cast<const char*>(t.data) -
+                                       reinterpret_cast<const char*>(x.h.storage.data())),
+                x.h.storage.size());
+  }
+  std::fflush(stdout);
+}
+
 // ---- the two ops --------------------------------------------------------------------------
 
 struct Outcome {
@@ -315,6 +352,7 @@ std::string fuzz_fwd(Rng& r) {
   const Expect expect = counted("fwd", !m.why.empty() ? Expect::Invalid
                                                       : availability(a.backend, x.device_type,
                                                                      x.shape[0] == 0 || x.shape[1] == 0));
+  dump("fwd", s, a.activation, a.backend, m.why);
   std::vector<std::vector<unsigned char>> before;
   for (const Slot& slot : s) before.push_back(slot.h.storage);
 
@@ -446,6 +484,7 @@ std::string fuzz_update(Rng& r) {
   if (a.backend < 0 || a.backend > 4) m.bad("backend");
   const Expect expect =
       counted("update", !m.why.empty() ? Expect::Invalid : availability(a.backend, x.device_type, b == 0 || d == 0));
+  dump("update", s, a.activation, a.backend, m.why);
   std::vector<std::vector<unsigned char>> before;
   for (const Slot& slot : s) before.push_back(slot.h.storage);
   std::vector<double> want_out, want_state;
@@ -487,10 +526,10 @@ std::string fuzz_update(Rng& r) {
 }
 
 // The child's whole run: 0 when every call behaved; prints the first mismatch.
-int child(int iters) {
+int child(int first, int iters) {
   g_emulate_built = cc1d_backend_available(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU, 0) == CC1D_OK;
   std::map<std::string, int> counts;
-  for (int i = 0; i < iters; ++i) {
+  for (int i = first; i < first + iters; ++i) {
     Rng r{test_rng(static_cast<uint32_t>(i))};
     const bool update = r.chance(40);
     const std::string err = update ? fuzz_update(r) : fuzz_fwd(r);
@@ -516,6 +555,8 @@ int child(int iters) {
 TEST_CASE("fuzz: random descriptors crash nothing, hang nothing, and give the model's answer") {
   const char* env = std::getenv("CC1D_FUZZ_ITERS");
   const int iters = env != nullptr ? std::atoi(env) : 3000;
+  const char* first_env = std::getenv("CC1D_FUZZ_FIRST");  // replay from one iteration on
+  const int first = first_env != nullptr ? std::atoi(first_env) : 0;
   test_seed();  // printed before the fork, so the parent's log has it
   std::fflush(stdout);
   const pid_t pid = fork();
@@ -525,7 +566,7 @@ TEST_CASE("fuzz: random descriptors crash nothing, hang nothing, and give the mo
     setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
     setenv("CAUSAL_CONV1D_LOG_LEVEL", "off", 1);
     unsetenv("CAUSAL_CONV1D_BACKEND");
-    const int rc = child(iters);
+    const int rc = child(first, iters);
     std::fflush(stdout);
     _exit(rc);
   }
