@@ -88,7 +88,9 @@ void run_bwd(BwdRun& r, const std::string& backend, bool dx_out) {
   if (c.dbias) wrap(a.dbias).toTensor().copy_(gb);
   if (c.dinit) {
     CHECK(gi.sizes() == at::IntArrayRef{c.B, c.D, c.width - 1});
-    CHECK(gi.stride(1) == (c.layout == Layout::ChannelLast ? 1 : c.width - 1));  // channel-last when x is
+    const at::Tensor xt = wrap(a.x).toTensor();
+    const bool channel_last = xt.stride(1) == 1 && xt.stride(2) != 1;
+    if (c.width > 1) CHECK(gi.stride(1) == (channel_last ? 1 : c.width - 1));  // channel-last when x is
     wrap(a.dinitial_states).toTensor().copy_(gi);
   }
 }
