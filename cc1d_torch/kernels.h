@@ -18,6 +18,13 @@ std::tuple<Tensor, Tensor> fwd(const Tensor& x, const Tensor& weight, const OptT
 Tensor update(const Tensor& x, const Tensor& conv_state, const Tensor& weight, const OptTensor& bias,
               const OptTensor& cache_seqlens, const OptTensor& conv_state_indices, bool silu, Str backend);
 
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                               const Tensor& dout, const OptTensor& seq_idx,
+                                               const OptTensor& initial_states, const OptTensor& dfinal_states,
+                                               const OptTensor& dx_out, bool silu, bool want_dx, bool want_dweight,
+                                               bool want_dbias, bool want_dinitial_states, bool deterministic,
+                                               Str backend);
+
 // Raises unless `t` has `rank` dimensions (outputs are allocated from shapes before libcc1d
 // validates the rest).
 void check_rank(const char* op, const char* arg, const Tensor& t, int64_t lo, int64_t hi);

@@ -47,13 +47,21 @@ std::string source_of(const std::string& backend, const std::string& fallback) {
   return bar == std::string::npos ? fallback : backend.substr(bar + 1);
 }
 
-cc1d_tensor describe(const char* name, const Tensor& t) {
+// `validating`: only for libcc1d's validation before the ATen reference, which computes in
+// float64 too; libcc1d has no float64, so such a tensor is checked as float32 (its data unread).
+cc1d_tensor describe(const char* name, const Tensor& t, bool validating) {
   cc1d_tensor d{};
   switch (t.scalar_type()) {
     case aten::ScalarType::Float: d.dtype = CC1D_FLOAT32; break;
     case aten::ScalarType::Half: d.dtype = CC1D_FLOAT16; break;
     case aten::ScalarType::BFloat16: d.dtype = CC1D_BFLOAT16; break;
     case aten::ScalarType::Int: d.dtype = CC1D_INT32; break;
+    case aten::ScalarType::Double:
+      if (validating) {
+        d.dtype = CC1D_FLOAT32;
+        break;
+      }
+      [[fallthrough]];
     default:
       fail(CC1D_ERR_INVALID_TYPE, std::string("argument '") + name + "' has a dtype libcc1d does not take; "
                                   "expected float32, float16 or bfloat16 (int32 for indices)");
@@ -118,7 +126,7 @@ void run_lib(OpCall& call, int32_t backend, bool host_copies, void* stream) {
   std::vector<const cc1d_tensor*> ptrs(use.size(), nullptr);
   for (size_t i = 0; i < use.size(); ++i)
     if (use[i]) {
-      desc[i] = describe(call.slots[i].name, *use[i]);
+      desc[i] = describe(call.slots[i].name, *use[i], backend == CC1D_BACKEND_ATEN);
       ptrs[i] = &desc[i];
     }
   const cc1d_status s = call.run_lib(ptrs, backend, stream);

@@ -120,6 +120,9 @@ inline Tensor stack(const std::vector<Tensor>& ts, int64_t dim) { return call("a
 inline Tensor sum(const Tensor& t, int64_t dim) {
   return call("aten::sum", "dim_IntList", t, std::make_optional(std::vector<int64_t>{dim}), false, none);
 }
+inline Tensor sum(const Tensor& t, const std::vector<int64_t>& dims) {
+  return call("aten::sum", "dim_IntList", t, std::make_optional(dims), false, none);
+}
 inline Tensor mul(const Tensor& a, const Tensor& b) { return call("aten::mul", "Tensor", a, b); }
 inline Tensor eq(const Tensor& a, const Tensor& b) { return call("aten::eq", "Tensor", a, b); }
 inline Tensor ge(const Tensor& a, const Tensor& b) { return call("aten::ge", "Tensor", a, b); }
@@ -127,11 +130,16 @@ inline Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return call("aten::where", "self", cond, a, b);
 }
 inline Tensor silu(const Tensor& t) { return call("aten::silu", "", t); }
+// grad * silu'(t): the backward of silu, written by ATen (no Scalar arguments, unlike add/sub).
+inline Tensor silu_backward(const Tensor& grad, const Tensor& t) { return call("aten::silu_backward", "", grad, t); }
 inline Tensor new_zeros(const Tensor& like, const std::vector<int64_t>& size, ScalarType dtype) {
   return call("aten::new_zeros", "", like, size, std::optional<ScalarType>(dtype), none, none, none);
 }
 inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& size) {
   return call("aten::new_empty", "", like, size, none, none, none, none);
+}
+inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& size, ScalarType dtype) {
+  return call("aten::new_empty", "", like, size, std::optional<ScalarType>(dtype), none, none, none);
 }
 inline Tensor empty_like(const Tensor& t) {  // t's layout when dense (preserve_format)
   return call("aten::empty_like", "", t, none, none, none, none, none);

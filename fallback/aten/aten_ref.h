@@ -8,6 +8,12 @@
 
 namespace cc1d::aten {
 
+// The dtype the references compute in: float64 when an input is, else float32.
+inline ScalarType compute_type(const Tensor& x, const Tensor& weight) {
+  const bool f64 = x.scalar_type() == ScalarType::Double || weight.scalar_type() == ScalarType::Double;
+  return f64 ? ScalarType::Double : ScalarType::Float;
+}
+
 // The forward: writes `out` and, when given, `final_states` (see cc1d_fwd_args).
 void fwd_reference(const Tensor& x, const Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
                    const OptTensor& initial_states, bool silu, const Tensor& out, const OptTensor& final_states);
@@ -17,5 +23,12 @@ void fwd_reference(const Tensor& x, const Tensor& weight, const OptTensor& bias,
 void update_reference(const Tensor& x, const Tensor& conv_state, const Tensor& weight, const OptTensor& bias,
                       const OptTensor& cache_seqlens, const OptTensor& conv_state_indices, bool silu,
                       const Tensor& out);
+
+// The backward: writes each gradient whose output is given (see cc1d_bwd_args); bias and
+// initial_states may be absent (zero) while dbias and dinitial_states are asked for.
+void bwd_reference(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& dout,
+                   const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states, bool silu,
+                   const OptTensor& dx, const OptTensor& dweight, const OptTensor& dbias,
+                   const OptTensor& dinitial_states);
 
 }  // namespace cc1d::aten

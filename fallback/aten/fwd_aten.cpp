@@ -6,15 +6,6 @@
 
 namespace cc1d::aten {
 
-namespace {
-
-ScalarType compute_type(const Tensor& x, const Tensor& weight) {
-  const bool f64 = x.scalar_type() == ScalarType::Double || weight.scalar_type() == ScalarType::Double;
-  return f64 ? ScalarType::Double : ScalarType::Float;
-}
-
-}  // namespace
-
 void fwd_reference(const Tensor& x, const Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
                    const OptTensor& initial_states, bool use_silu, const Tensor& out, const OptTensor& final_states) {
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);

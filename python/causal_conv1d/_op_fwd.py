@@ -167,7 +167,10 @@ def _setup_context(ctx, inputs, output):
     x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend = inputs
     ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
     ctx.silu = silu
-    ctx.backend = backend
+    # A per-call backend= is the backward's too; a use_backend() block (which cc1d_torch's ops
+    # receive as "name|source", _dispatch.context_choice) is not: the backward follows the
+    # context it runs in.
+    ctx.backend = "" if "|" in backend else backend
 
 
 def _backward(ctx, grad_out, grad_final):

@@ -122,7 +122,7 @@ def test_backward_follows_the_forward_backend_and_reports_it(gen, fresh_dispatch
     _served_by("cpu")
 
 
-def test_backward_fallback_warns_and_strict_refuses(lib, gen, fresh_dispatch, monkeypatch):
+def test_backward_fallback_warns_and_strict_refuses(lib, gen, fresh_dispatch, monkeypatch, python_dispatch):
     """The backward's plan says the cpu backend cannot serve op 'bwd': the forward runs on cpu,
     the backward falls back to aten with a warning, and strict mode makes that an error."""
     real = lib.plan

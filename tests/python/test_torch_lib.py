@@ -128,13 +128,12 @@ def test_the_built_library_passes(cc1d_torch_path, lib):
 
 STATUS = r"""
 import json, torch, causal_conv1d
-from causal_conv1d import _ops, _torch_lib
+from causal_conv1d import _lib, _ops, _torch_lib
 x = torch.randn(2, 8, 30); w = torch.randn(8, 4)
 y = causal_conv1d.causal_conv1d_fn(x, w, activation="silu")
 ref = causal_conv1d.causal_conv1d_ref(x.double(), w.double(), activation="silu")
 print(json.dumps({"status": _torch_lib.status(), "mode": _ops.mode("fwd"), "err": float((y.double() - ref).abs().max()),
-                  "schemas": [str(torch.ops.causal_conv1d.fwd.default._schema),
-                              str(torch.ops.causal_conv1d.update.default._schema)],
+                  "schemas": [str(getattr(torch.ops.causal_conv1d, op).default._schema) for op in _lib.OP_IDS],
                   "choice": causal_conv1d.last_backend().reason}))
 """
 
@@ -162,8 +161,7 @@ def test_matching_record_loads_and_serves(cc1d_torch_path, tmp_path, lib):
     assert res["status"]["loaded"] and res["mode"] == "cc1d_torch", res["status"]
     assert res["err"] < 1e-5 and res["choice"].startswith("auto: cpu tensors are served by libcc1d CPU kernels")
     # The C++ schemas are the Python ones, character for character.
-    assert res["schemas"] == [str(torch.ops.causal_conv1d.fwd.default._schema),
-                              str(torch.ops.causal_conv1d.update.default._schema)]
+    assert res["schemas"] == [str(getattr(torch.ops.causal_conv1d, op).default._schema) for op in _lib.OP_IDS]
 
 
 def _edit(**changes):
