@@ -342,7 +342,7 @@ def test_raw_keywords_by_upstream_names(gen):
 # ---- dispatch: backend=, use_backend(), strict mode -----------------------------------------------
 
 
-def test_every_name_follows_use_backend_and_strict_mode(gen, monkeypatch):
+def test_every_name_follows_use_backend_and_the_environment(gen, monkeypatch):
     import causal_conv1d_cuda
     from causal_conv1d.cpp_functions import causal_conv1d_fwd_function, causal_conv1d_update_function
 
@@ -360,6 +360,56 @@ def test_every_name_follows_use_backend_and_strict_mode(gen, monkeypatch):
     _served_by("cpu", "bwd")
     with pytest.raises(ValueError, match=r"causal_conv1d_cuda.causal_conv1d_fwd: argument 'backend' must be one of"):
         causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, False, backend="tpu")
+
+
+@pytest.fixture
+def cpu_unavailable(lib, monkeypatch, fresh_dispatch, python_dispatch):
+    """libcc1d's plans report the cpu backend unavailable (as test_dispatch.py does)."""
+    real = lib.plan
+
+    def fake(op, backend, device_type, device_index):
+        p = real(op, backend, device_type, device_index)
+        return p._replace(candidates=tuple(c._replace(available=False, reason="simulated: cpu switched off")
+                                           if c.backend == "cpu" else c for c in p.candidates))
+
+    monkeypatch.setattr(lib, "plan", fake)
+
+
+def _every_compat_call(gen):
+    import causal_conv1d_cuda
+    from causal_conv1d import cpp_functions as cf
+
+    x = make_x(1, 8, 10, torch.float32, "cf", gen)
+    w = randn((8, 4), gen, torch.float32)
+    s = randn((1, 8, 3), gen, torch.float32)
+    return {
+        "fwd_function": lambda: cf.causal_conv1d_fwd_function(x, w, None, None, None, None, True),
+        "bwd_function": lambda: cf.causal_conv1d_bwd_function(x, w, None, x, None, None, None, None, False, True),
+        "update_function": lambda: cf.causal_conv1d_update_function(x[..., :1], s, w, None, True, None, None),
+        "raw fwd 4": lambda: causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, True),
+        "raw fwd 8": lambda: causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, None, None, torch.empty_like(x), None,
+                                                                  True),
+        "raw bwd 6": lambda: causal_conv1d_cuda.causal_conv1d_bwd(x, w, None, x, None, True),
+        "raw bwd 12": lambda: causal_conv1d_cuda.causal_conv1d_bwd(x, w, None, x, None, None, None, torch.empty_like(x),
+                                                                   torch.zeros(8, 4), None, None, True),
+        "raw update 5": lambda: causal_conv1d_cuda.causal_conv1d_update(x[..., 0], s, w, None, True),
+        "raw update 8": lambda: causal_conv1d_cuda.causal_conv1d_update(x[..., :1], s, w, None,
+                                                                        torch.empty_like(x[..., :1]), True, None, None),
+    }
+
+
+def test_every_name_falls_back_and_strict_mode_refuses(cpu_unavailable, gen, monkeypatch):
+    """cpu unavailable: each name falls back to aten with the warning; under
+    CAUSAL_CONV1D_STRICT=1 the same call raises StrictModeError instead."""
+    calls = _every_compat_call(gen)
+    for name, call in calls.items():
+        call()
+        choice = causal_conv1d.last_backend()
+        assert choice.backend == "aten" and [b for b, _ in choice.fallback_from] == ["cpu"], (name, choice)
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "1")
+    for name, call in calls.items():
+        with pytest.raises(causal_conv1d.StrictModeError, match=r"Falling back to 'aten'"):
+            call()
 
 
 # ---- errors: the argument, what was expected, what came -----------------------------------------
