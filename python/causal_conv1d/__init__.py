@@ -14,9 +14,14 @@ installation.
 
 Importing never fails because of the binary: without a loadable libcc1d one warning says why and
 the "aten" backend (torch ops) serves; CAUSAL_CONV1D_STRICT=1 makes that an ImportError instead.
+
+Versions: `causal_conv1d.__version__` is the upstream API level this package implements
+("1.6.1"), because clients compare it with upstream releases; this package's own version is
+`causal_conv1d.package_version` (also importlib.metadata.version("causal-conv1d") when
+installed, and `causal-conv1d --version`).
 """
 
-from ._version import __version__
+from ._version import __version__ as package_version, upstream_api_version as __version__
 from . import _dispatch
 
 _dispatch.on_import()
@@ -49,6 +54,7 @@ def library_error():
 
 __all__ = [
     "__version__",
+    "package_version",
     "BACKENDS",
     "BackendChoice",
     "BackendUnavailableError",

@@ -82,7 +82,7 @@ def run(args) -> int:
     x = torch.randn(B, D, L, generator=gen).to(device=device, dtype=dtype)
     weight = torch.randn(D, W, generator=gen).to(device=device, dtype=dtype)
     bias = torch.randn(D, generator=gen).to(device=device, dtype=dtype)
-    print(f"causal-conv1d {causal_conv1d.__version__} demo: x ({B}, {D}, {L}) {dtype}, width {W}, "
+    print(f"causal-conv1d {causal_conv1d.package_version} demo: x ({B}, {D}, {L}) {dtype}, width {W}, "
           f"silu, on {device}")
 
     def call():

@@ -30,7 +30,7 @@ def render(r: dict) -> list:
                   f"{'cxx11' if t['cxx11_abi'] else 'pre-cxx11'} ABI)" if t["error"] is None
                   else f"torch cannot be imported: {t['error']}")
     lines.append(f"environment  Python {env['python']['version']}, {torch_line}, causal-conv1d "
-                 f"{env['package']['version']}")
+                 f"{env['package']['version']} (upstream API {env['package']['api_version']})")
     lines.append(f"libcc1d      {lib['version']} {lib['path']}" if lib["path"] else f"libcc1d      NOT LOADED: {lib['error']}")
     lines.append(f"cc1d_torch   {'loaded from ' + ct['path'] if ct['loaded'] else ct['reason']}")
     d = hw["driver"]

@@ -41,7 +41,8 @@ def build_report() -> dict:
     report = {
         "package": {
             "name": "causal-conv1d",
-            "version": causal_conv1d.__version__,
+            "version": causal_conv1d.package_version,
+            "api_version": causal_conv1d.__version__,
             "path": os.path.dirname(os.path.abspath(causal_conv1d.__file__)),
             "library_path": None if lib is None else lib.path,
             "library_version": None if lib is None else lib.version,

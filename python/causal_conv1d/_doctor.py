@@ -8,7 +8,7 @@ The JSON schema (SCHEMA below, checked by validate(); README "causal-conv1d doct
   exit_status       0 (ok), 1 (a device without a working backend, a failed self-test, a forced
                     or strict backend that cannot work)
   environment       python {version, executable, abi_tag}, torch {version, cuda, cxx11_abi,
-                    cuda_available, device_count, error}, package {version, path},
+                    cuda_available, device_count, error}, package {version, api_version, path},
                     libcc1d {path, version, abi_version, error},
                     cc1d_torch {path, loaded, reason, record}
   hardware          driver {available, path, cuda_version, reason}, devices [{index, name, sm,
@@ -44,7 +44,7 @@ SCHEMA = {
         "python": {"version": str, "executable": str, "abi_tag": _ANY},
         "torch": {"version": _ANY, "cuda": _ANY, "cxx11_abi": _ANY, "cuda_available": bool, "device_count": int,
                   "error": _ANY},
-        "package": {"version": str, "path": str},
+        "package": {"version": str, "api_version": str, "path": str},
         "libcc1d": {"path": _ANY, "version": _ANY, "abi_version": _ANY, "error": _ANY},
         "cc1d_torch": {"path": _ANY, "loaded": bool, "reason": _ANY, "record": _ANY},
     },
@@ -119,7 +119,8 @@ def _environment(torch_mod, torch_error) -> dict:
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "abi_tag": sysconfig.get_config_var("SOABI")},
         "torch": torch,
-        "package": {"version": causal_conv1d.__version__, "path": str(Path(causal_conv1d.__file__).parent)},
+        "package": {"version": causal_conv1d.package_version, "api_version": causal_conv1d.__version__,
+                    "path": str(Path(causal_conv1d.__file__).parent)},
         "libcc1d": {"path": lib and lib.path, "version": lib and lib.version, "abi_version": lib and lib.abi_version,
                     "error": _lib.load_error()},
         "cc1d_torch": _torch_lib.status(),

@@ -201,14 +201,14 @@ def deterministic_requested() -> bool:
 
 
 def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, return_dinitial_states,
-                      silu_activation, *, backend: Optional[str] = None):
+                      silu_activation, *, backend: Optional[str] = None, fn: str = "causal_conv1d_bwd"):
     """Upstream's causal_conv1d_bwd_function(x, weight, bias, dout, seq_idx, initial_states,
     dfinal_states, dx, return_dinitial_states, silu_activation) -> (dx, dweight, dbias,
     dinitial_states), through this package's dispatch. dx: None, or a (batch, dim, seqlen) tensor
     of x's dtype and any strides written in place and returned (e.g. a chunk of a larger
     gradient). dbias is None without bias; dinitial_states is None unless return_dinitial_states
-    (then channel-last when x is). dweight and dbias have weight's dtype."""
-    fn = "causal_conv1d_bwd"
+    (then channel-last when x is). dweight and dbias have weight's dtype. `fn` names the caller
+    in errors (cpp_functions, causal_conv1d_cuda)."""
     check(TABLE, fn, dict(x=x, weight=weight, bias=bias, dout=dout, seq_idx=seq_idx, initial_states=initial_states,
                           dfinal_states=dfinal_states, dx=dx), FLOAT_DTYPES)
     if backend is not None:

@@ -21,7 +21,7 @@ def pytest_report_header(config):
     lib = _lib.library()
     where = lib.path if lib is not None else f"NOT LOADED ({_lib.load_error()})"
     return [
-        f"causal_conv1d {causal_conv1d.__version__} from {causal_conv1d.__file__}",
+        f"causal_conv1d {causal_conv1d.package_version} (API {causal_conv1d.__version__}) from {causal_conv1d.__file__}",
         f"libcc1d: {where}",
         f"torch {torch.__version__} (cuda {torch.version.cuda}, available: {torch.cuda.is_available()}); "
         f"ops: {_ops.mode('fwd')}",

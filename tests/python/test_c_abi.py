@@ -82,7 +82,7 @@ def call(lib):
 
 def test_abi_and_version(lib):
     assert lib.dll.cc1d_abi_version() == _lib.ABI_VERSION == 1
-    assert lib.version == causal_conv1d.__version__, "libcc1d and the Python package disagree on the version"
+    assert lib.version == causal_conv1d.package_version, "libcc1d and the Python package disagree on the version"
 
 
 def test_valid_call_writes_every_output(call):

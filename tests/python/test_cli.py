@@ -23,7 +23,7 @@ def _run(*args, timeout=300):
 
 def test_version():
     r = _run("--version")
-    assert r.returncode == 0 and r.stdout.strip() == f"causal-conv1d {causal_conv1d.__version__}"
+    assert r.returncode == 0 and r.stdout.strip() == f"causal-conv1d {causal_conv1d.package_version}"
 
 
 def test_no_command_prints_help():
@@ -36,7 +36,7 @@ def test_report_json(lib):
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     pkg = rep["package"]
-    assert pkg["version"] == causal_conv1d.__version__
+    assert pkg["version"] == causal_conv1d.package_version and pkg["api_version"] == "1.6.1"
     assert pkg["library_path"] == causal_conv1d.library_path() and pkg["library_error"] is None
     assert pkg["library_abi_version"] == 1
     assert rep["torch"]["version"]
