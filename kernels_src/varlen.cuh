@@ -1,0 +1,51 @@
+// varlen.cuh — the varlen-states kernel (causal_conv1d_varlen_states): for each sequence b of a
+// packed batch, its last min(len_b, state_len) tokens of x (total, dim), right-aligned along
+// out[b] (dim, state_len), zeros before them. A copy of bits: no conversion, no arithmetic.
+//
+// Grid: x over channels (kVarlenThreads threads, each one element or, in the 16-byte path, one
+// 16-byte vector of consecutive channels), y over state slots, z over sequences; y and z stride
+// past the grid's 65535 limit. In upstream's layouts (x rows and out's (state_len, dim) planes
+// contiguous in dim) a warp reads and writes whole 512-byte runs of one row. cu_seqlens is
+// read once per sequence per thread, through the cache.
+//
+// Device values are not validated (libcc1d cannot read them without a synchronisation), so the
+// bounds are clamped: end to [0, total], begin to [0, end]; x is never read outside its rows.
+//
+// Template: T (element type; only its size matters), VEC (the 16-byte path, chosen by the planner
+// when every access is aligned).
+#pragma once
+#include "cc1d_types.cuh"
+#include "common.cuh"
+#include "varlen_params.h"
+
+namespace cc1d {
+
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(kVarlenThreads) causal_conv1d_varlen_states_kernel(const VarlenParams p) {
+  constexpr int N = VEC ? 16 / (int)sizeof(T) : 1;  // channels per thread
+  const long long c = ((long long)blockIdx.x * kVarlenThreads + threadIdx.x) * N;
+  if (c >= p.dim) return;
+  const T* __restrict__ x = static_cast<const T*>(p.x);  // null when total is 0: offset only to read
+  const long long sl = p.state_len;
+  for (long long b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    long long end = __ldg(p.cu_seqlens + (b + 1) * p.cu_stride);
+    long long begin = __ldg(p.cu_seqlens + b * p.cu_stride);
+    end = end < 0 ? 0 : end > p.total ? p.total : end;
+    begin = begin < 0 ? 0 : begin > end ? end : begin;
+    T* __restrict__ out = static_cast<T*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+    // Slot s holds token end - sl + s when that token belongs to the sequence.
+    for (long long s = blockIdx.y; s < sl; s += gridDim.y) {
+      const long long t = end - sl + s;
+      T* o = out + s * p.out_stride[2];
+      if constexpr (VEC) {
+        unsigned w[4] = {0u, 0u, 0u, 0u};
+        if (t >= begin) load16(x + t * p.x_stride[0] + c, w);
+        store16(o, w);
+      } else {
+        *o = t >= begin ? x[t * p.x_stride[0] + c * p.x_stride[1]] : T{};  // T{}: zero bits, +0.0
+      }
+    }
+  }
+}
+
+}  // namespace cc1d
