@@ -18,6 +18,8 @@ std::tuple<Tensor, Tensor> fwd(const Tensor& x, const Tensor& weight, const OptT
 Tensor update(const Tensor& x, const Tensor& conv_state, const Tensor& weight, const OptTensor& bias,
               const OptTensor& cache_seqlens, const OptTensor& conv_state_indices, bool silu, Str backend);
 
+Tensor varlen_states(const Tensor& x, const Tensor& cu_seqlens, int64_t state_len, Str backend);
+
 // Raises unless `t` has `rank` dimensions (outputs are allocated from shapes before libcc1d
 // validates the rest).
 void check_rank(const char* op, const char* arg, const Tensor& t, int64_t lo, int64_t hi);

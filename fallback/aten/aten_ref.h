@@ -18,4 +18,8 @@ void update_reference(const Tensor& x, const Tensor& conv_state, const Tensor& w
                       const OptTensor& cache_seqlens, const OptTensor& conv_state_indices, bool silu,
                       const Tensor& out);
 
+// The varlen states: writes `out` (batch, dim, state_len) from x (total, dim) and cu_seqlens
+// (batch+1,) (see cc1d_varlen_states_args); values clamped as the CUDA kernel clamps them.
+void varlen_states_reference(const Tensor& x, const Tensor& cu_seqlens, const Tensor& out);
+
 }  // namespace cc1d::aten
