@@ -26,23 +26,27 @@ __global__ void __launch_bounds__(kVarlenThreads) causal_conv1d_varlen_states_ke
   const long long c = ((long long)blockIdx.x * kVarlenThreads + threadIdx.x) * N;
   if (c >= p.dim) return;
   const T* __restrict__ x = static_cast<const T*>(p.x);  // null when total is 0: offset only to read
-  const long long sl = p.state_len;
+  const int sl = (int)p.state_len;
   for (long long b = blockIdx.z; b < p.batch; b += gridDim.z) {
-    long long end = __ldg(p.cu_seqlens + (b + 1) * p.cu_stride);
-    long long begin = __ldg(p.cu_seqlens + b * p.cu_stride);
-    end = end < 0 ? 0 : end > p.total ? p.total : end;
+    // 32-bit positions: cu_seqlens values are int32 and state_len <= 2^20, so every t fits.
+    int end = __ldg(p.cu_seqlens + (b + 1) * p.cu_stride);
+    int begin = __ldg(p.cu_seqlens + b * p.cu_stride);
+    end = end < 0 ? 0 : end > p.total ? (int)p.total : end;
     begin = begin < 0 ? 0 : begin > end ? end : begin;
     T* __restrict__ out = static_cast<T*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
-    // Slot s holds token end - sl + s when that token belongs to the sequence.
-    for (long long s = blockIdx.y; s < sl; s += gridDim.y) {
-      const long long t = end - sl + s;
-      T* o = out + s * p.out_stride[2];
+    // Slot s holds token t = end - sl + s when that token belongs to the sequence. Offsets advance
+    // by additions (no 64-bit multiply per slot); x's is formed only where it is read.
+    const int ys = gridDim.y;
+    const long long xstep = ys * p.x_stride[0], ostep = ys * p.out_stride[2];
+    int t = end - sl + (int)blockIdx.y;
+    long long xo = t * p.x_stride[0] + c * p.x_stride[1], oo = blockIdx.y * p.out_stride[2];
+    for (int s = blockIdx.y; s < sl; s += ys, t += ys, xo += xstep, oo += ostep) {
       if constexpr (VEC) {
         unsigned w[4] = {0u, 0u, 0u, 0u};
-        if (t >= begin) load16(x + t * p.x_stride[0] + c, w);
-        store16(o, w);
+        if (t >= begin) load16(x + xo, w);
+        store16(out + oo, w);
       } else {
-        *o = t >= begin ? x[t * p.x_stride[0] + c * p.x_stride[1]] : T{};  // T{}: zero bits, +0.0
+        out[oo] = t >= begin ? x[xo] : T{};  // T{}: zero bits, +0.0
       }
     }
   }
