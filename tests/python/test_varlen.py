@@ -117,6 +117,50 @@ def test_not_differentiable_like_upstream(gen):
     assert not states.requires_grad and states.grad_fn is None
 
 
+# ---- dispatch: the same policy as every op ---------------------------------------------------
+
+
+@pytest.fixture
+def cpu_off(lib, monkeypatch, fresh_dispatch, python_dispatch):
+    """libcc1d's plans report the cpu backend unavailable (as test_dispatch.py does for fwd)."""
+    real = lib.plan
+
+    def fake(op, backend, device_type, device_index):
+        p = real(op, backend, device_type, device_index)
+        return p._replace(candidates=tuple(c._replace(available=False, reason="simulated: cpu switched off")
+                                           if c.backend == "cpu" else c for c in p.candidates))
+
+    monkeypatch.setattr(lib, "plan", fake)
+
+
+def test_fallback_warns_and_strict_refuses(cpu_off, gen, monkeypatch):
+    x, cu = make_case(3, 8, 3, torch.float32, gen)
+    with pytest.warns(causal_conv1d.CausalConv1dWarning, match="simulated: cpu switched off"):
+        states = causal_conv1d_varlen_states(x, cu, 3)
+    _served_by("aten")
+    check_states(states, x, cu, 3)
+    monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "1")
+    with pytest.raises(causal_conv1d.StrictModeError, match=r"backend 'cpu'.*simulated"):
+        causal_conv1d_varlen_states(x, cu, 3)
+
+
+def test_backend_choice_precedence(gen, monkeypatch):
+    """backend= > use_backend() > CAUSAL_CONV1D_BACKEND > auto, as for causal_conv1d_fn."""
+    x, cu = make_case(3, 8, 3, torch.float32, gen)
+    causal_conv1d_varlen_states(x, cu, 3)
+    _served_by("cpu")
+    monkeypatch.setenv("CAUSAL_CONV1D_BACKEND", "aten")
+    causal_conv1d_varlen_states(x, cu, 3)
+    _served_by("aten")
+    with causal_conv1d.use_backend("cpu"):
+        causal_conv1d_varlen_states(x, cu, 3)
+        _served_by("cpu")
+        check_states(causal_conv1d_varlen_states(x, cu, 3, backend="aten"), x, cu, 3)
+        _served_by("aten")
+    with pytest.raises(causal_conv1d.BackendUnavailableError, match="nvrtc"):
+        causal_conv1d_varlen_states(x, cu, 3, backend="nvrtc")
+
+
 # ---- errors: named, and nothing written --------------------------------------------------
 
 
