@@ -35,18 +35,22 @@ __global__ void __launch_bounds__(kVarlenThreads) causal_conv1d_varlen_states_ke
     begin = begin < 0 ? 0 : begin > end ? end : begin;
     T* __restrict__ out = static_cast<T*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
     // Slot s holds token t = end - sl + s when that token belongs to the sequence. Offsets advance
-    // by additions (no 64-bit multiply per slot); x's is formed only where it is read.
+    // by additions (no 64-bit multiply per slot), unsigned: x's offset of a slot before the
+    // sequence (t < begin, never read) and both offsets after the last slot may wrap, which
+    // unsigned arithmetic defines.
     const int ys = gridDim.y;
-    const long long xstep = ys * p.x_stride[0], ostep = ys * p.out_stride[2];
+    typedef unsigned long long u64;
+    const u64 xstep = (u64)p.x_stride[0] * ys, ostep = (u64)p.out_stride[2] * ys;
     int t = end - sl + (int)blockIdx.y;
-    long long xo = t * p.x_stride[0] + c * p.x_stride[1], oo = blockIdx.y * p.out_stride[2];
+    u64 xo = (u64)(long long)t * (u64)p.x_stride[0] + (u64)(c * p.x_stride[1]);
+    u64 oo = (u64)blockIdx.y * (u64)p.out_stride[2];
     for (int s = blockIdx.y; s < sl; s += ys, t += ys, xo += xstep, oo += ostep) {
       if constexpr (VEC) {
         unsigned w[4] = {0u, 0u, 0u, 0u};
-        if (t >= begin) load16(x + xo, w);
-        store16(out + oo, w);
+        if (t >= begin) load16(x + (long long)xo, w);
+        store16(out + (long long)oo, w);
       } else {
-        out[oo] = t >= begin ? x[xo] : T{};  // T{}: zero bits, +0.0
+        out[(long long)oo] = t >= begin ? x[(long long)xo] : T{};  // T{}: zero bits, +0.0
       }
     }
   }
