@@ -46,6 +46,9 @@ TABLE = Table(
 
 def check_args(x, cu_seqlens, state_len, *, fn: str, float_dtypes=FLOAT_DTYPES) -> int:
     """Validates every argument, as libcc1d's table does; returns state_len as an int."""
+    if isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.dim() == 1 and cu_seqlens.shape[0] == 0:
+        raise ValueError(f"{fn}: argument 'cu_seqlens' must hold batch+1 >= 1 cumulative lengths (batch >= 0); "
+                         f"got shape (0,)")
     check(TABLE, fn, dict(x=x, cu_seqlens=cu_seqlens), float_dtypes)
     if isinstance(state_len, bool) or not hasattr(state_len, "__index__"):
         raise TypeError(f"{fn}: argument 'state_len' must be an int; got {type(state_len).__name__}")

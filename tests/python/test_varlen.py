@@ -186,7 +186,7 @@ ERRORS = {
     "x_int": (lambda a: a.update(x=a["x"].int()), TypeError, ["'x'", "torch.int32"]),
     "cu_int64": (lambda a: a.update(cu_seqlens=a["cu_seqlens"].long()), TypeError, ["'cu_seqlens'", "torch.int32", "torch.int64"]),
     "cu_rank_2": (lambda a: a.update(cu_seqlens=a["cu_seqlens"][None]), ValueError, ["'cu_seqlens'", "1 dim"]),
-    "cu_empty": (lambda a: a.update(cu_seqlens=a["cu_seqlens"][:0]), ValueError, ["'cu_seqlens'", "batch", ">= 0"]),
+    "cu_empty": (lambda a: a.update(cu_seqlens=a["cu_seqlens"][:0]), ValueError, ["'cu_seqlens'", "batch+1 >= 1", "(0,)"]),
     "cu_device": (lambda a: a.update(cu_seqlens=a["cu_seqlens"].to("meta")), ValueError, ["'cu_seqlens'", "meta"]),
     "state_len_0": (lambda a: a.update(state_len=0), ValueError, ["'state_len'", "between 1 and 1048576", "got 0"]),
     "state_len_huge": (lambda a: a.update(state_len=1 << 21), ValueError, ["'state_len'", "2097152"]),
