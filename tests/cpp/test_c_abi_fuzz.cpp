@@ -56,9 +56,15 @@ struct Span {
 Span span_of(const cc1d_tensor& t) {
   Span s;
   i128 last = 0;
+  bool huge = false;  // past 64 bits: stop adding (two such products could overflow even __int128)
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] == 0) return s;
-    last += static_cast<i128>(t.shape[i] - 1) * t.strides[i];
+    if (!huge) last += static_cast<i128>(t.shape[i] - 1) * t.strides[i];
+    huge = huge || last > INT64_MAX || last < INT64_MIN;
+  }
+  if (huge) {
+    s.ok = false;
+    return s;
   }
   const i128 bytes = (last + 1) * elem_size(t.dtype);
   const i128 end = static_cast<i128>(reinterpret_cast<uintptr_t>(t.data)) + bytes;
@@ -231,7 +237,7 @@ void mutate_tensor(Rng& r, Slot& s, std::vector<Slot>& all) {
   switch (r.pick(0, 11)) {
     case 0: t.ndim += r.chance(50) ? 1 : -1; break;
     case 1: t.shape[dim] = huge[r.pick(0, 5)]; break;
-    case 2: t.shape[dim] += r.chance(50) ? 1 : -1; break;
+    case 2: t.shape[dim] += r.chance(50) && t.shape[dim] < INT64_MAX ? 1 : -1; break;  // never past INT64_MAX
     case 3: t.strides[dim] = huge[r.pick(0, 5)]; break;
     case 4: t.strides[dim] = 0; break;
     case 5: t.data = nullptr; break;
