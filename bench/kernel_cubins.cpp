@@ -20,11 +20,13 @@
 #include "jit/kernel_source.h"
 #include "kernels_src/fwd_params.h"
 #include "kernels_src/update_params.h"
+#include "kernels_src/varlen_params.h"
 #include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/nvrtc_lib.h"
 #include "ops/fwd/fwd_kernels.h"
 #include "ops/op.h"
 #include "ops/update/update_kernels.h"
+#include "ops/varlen/varlen_kernels.h"
 
 using namespace cc1d;
 
@@ -45,6 +47,7 @@ std::vector<int> parse_archs(const char* s) {
 int block_threads(const std::string& name) {
   if (name.find("causal_conv1d_fwd_kernel") != std::string::npos) return kFwdThreads;
   if (name.find("causal_conv1d_update_kernel") != std::string::npos) return kUpdateThreads;
+  if (name.find("causal_conv1d_varlen_states_kernel") != std::string::npos) return kVarlenThreads;
   return 0;  // unknown: the profile reports no occupancy
 }
 
@@ -63,6 +66,10 @@ std::vector<Variant> profile_set() {
                    fwd_kernel_name(dtypes[i], dtypes[i], 4, path)});
   for (int i = 0; i < 3; ++i)
     v.push_back({std::string("update ") + dtype_names[i], update_kernel_name(dtypes[i], dtypes[i], 4)});
+  for (int i = 0; i < 3; ++i) {
+    v.push_back({std::string("varlen scalar ") + dtype_names[i], varlen_kernel_name(dtypes[i], false)});
+    v.push_back({std::string("varlen_vec ") + dtype_names[i], varlen_kernel_name(dtypes[i], true)});
+  }
   return v;
 }
 

@@ -24,6 +24,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd(const Tensor& x, const Tensor& we
                                                const OptTensor& dx_out, bool silu, bool want_dx, bool want_dweight,
                                                bool want_dbias, bool want_dinitial_states, bool deterministic,
                                                Str backend);
+Tensor varlen_states(const Tensor& x, const Tensor& cu_seqlens, int64_t state_len, Str backend);
 
 // Raises unless `t` has `rank` dimensions (outputs are allocated from shapes before libcc1d
 // validates the rest).

@@ -4,3 +4,4 @@
 #include "bwd.cuh"
 #include "fwd.cuh"
 #include "update.cuh"
+#include "varlen.cuh"

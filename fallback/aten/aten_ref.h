@@ -30,5 +30,8 @@ void bwd_reference(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                    const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states, bool silu,
                    const OptTensor& dx, const OptTensor& dweight, const OptTensor& dbias,
                    const OptTensor& dinitial_states);
+// The varlen states: writes `out` (batch, dim, state_len) from x (total, dim) and cu_seqlens
+// (batch+1,) (see cc1d_varlen_states_args); values clamped as the CUDA kernel clamps them.
+void varlen_states_reference(const Tensor& x, const Tensor& cu_seqlens, const Tensor& out);
 
 }  // namespace cc1d::aten

@@ -29,6 +29,7 @@ _dispatch.on_import()
 from ._diag import CausalConv1dWarning, StrictModeError  # noqa: E402
 from ._dispatch import BACKENDS, BackendChoice, explain as explain_backend, last_backend, use_backend  # noqa: E402
 from ._lib import BackendUnavailableError, LibraryError, LibraryLoadError  # noqa: E402
+from . import causal_conv1d_varlen  # noqa: E402,F401  (defines causal_conv1d::varlen_states)
 from .causal_conv1d_interface import (  # noqa: E402
     causal_conv1d_fn,
     causal_conv1d_ref,

@@ -32,6 +32,7 @@ ABI_VERSION = 1
 MAX_RANK = 4
 MAX_WIDTH = 8
 MAX_BACKENDS = 8
+MAX_VARLEN_STATE_LEN = 1048576
 
 # cc1d_status
 OK = 0
@@ -72,7 +73,7 @@ BACKEND_IDS = {"auto": 0, "cpu": 1, "nvrtc": 2, "emulate": 3, "aten": 4}
 BACKEND_NAMES = {v: k for k, v in BACKEND_IDS.items()}
 
 # cc1d_op, by name (cc1d_op_name must agree)
-OP_IDS = {"fwd": 0, "update": 1, "bwd": 2}
+OP_IDS = {"fwd": 0, "update": 1, "bwd": 2, "varlen_states": 3}
 
 # cc1d_cache_cmd, by name
 CACHE_COMMANDS = {"path": 0, "stats": 1, "list": 2, "verify": 3, "clear": 4}

@@ -34,6 +34,12 @@ set_tests_properties(test_update_emulate PROPERTIES ENVIRONMENT "CAUSAL_CONV1D_E
                      PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
 cc1d_emulator_labels(test_update_emulate)
 
+# The varlen-states kernel under the emulator, in checking mode (the same executable as test_varlen).
+add_test(NAME test_varlen_emulate COMMAND test_varlen "--test-case=*emulate*")
+set_tests_properties(test_varlen_emulate PROPERTIES ENVIRONMENT "CAUSAL_CONV1D_EMULATE_CHECK=1"
+                     PASS_REGULAR_EXPRESSION "test cases: +3 \\| +3 passed \\| +0 failed")
+cc1d_emulator_labels(test_varlen_emulate)
+
 # Every backward variant under the emulator, in checking mode, and the deterministic mode's bits.
 cc1d_add_test(test_emulator_bwd
   SOURCES ${CC1D_EMU_TEST_DIR}/test_emulator_bwd.cpp

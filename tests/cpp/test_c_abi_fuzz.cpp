@@ -1,4 +1,5 @@
-// test_c_abi_fuzz.cpp — a bounded fuzz of the C ABI (cc1d_causal_conv1d_fwd and _update).
+// test_c_abi_fuzz.cpp — a bounded fuzz of the C ABI (cc1d_causal_conv1d_fwd, _update and
+// _varlen_states).
 //
 // A child process makes CC1D_FUZZ_ITERS (default 3000) calls with random descriptors: a valid
 // small problem with random layouts, then up to three mutations (ranks, sizes and strides up to
@@ -56,9 +57,15 @@ struct Span {
 Span span_of(const cc1d_tensor& t) {
   Span s;
   i128 last = 0;
+  bool huge = false;  // past 64 bits: stop adding (two such products could overflow even __int128)
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] == 0) return s;
-    last += static_cast<i128>(t.shape[i] - 1) * t.strides[i];
+    if (!huge) last += static_cast<i128>(t.shape[i] - 1) * t.strides[i];
+    huge = huge || last > INT64_MAX || last < INT64_MIN;
+  }
+  if (huge) {
+    s.ok = false;
+    return s;
   }
   const i128 bytes = (last + 1) * elem_size(t.dtype);
   const i128 end = static_cast<i128>(reinterpret_cast<uintptr_t>(t.data)) + bytes;
@@ -240,7 +247,7 @@ void mutate_tensor(Rng& r, Slot& s, std::vector<Slot>& all) {
   switch (r.pick(0, 11)) {
     case 0: t.ndim += r.chance(50) ? 1 : -1; break;
     case 1: t.shape[dim] = huge[r.pick(0, 5)]; break;
-    case 2: t.shape[dim] += r.chance(50) ? 1 : -1; break;
+    case 2: t.shape[dim] += r.chance(50) && t.shape[dim] < INT64_MAX ? 1 : -1; break;  // never past INT64_MAX
     case 3: t.strides[dim] = huge[r.pick(0, 5)]; break;
     case 4: t.strides[dim] = 0; break;
     case 5: t.data = nullptr; break;
@@ -276,7 +283,7 @@ void dump(const char* op, const std::vector<Slot>& s, int32_t activation, int32_
   std::fflush(stdout);
 }
 
-// ---- the two ops --------------------------------------------------------------------------
+// ---- the ops --------------------------------------------------------------------------
 
 struct Outcome {
   Expect expect;
@@ -525,26 +532,116 @@ std::string fuzz_update(Rng& r) {
   return "";
 }
 
+// Runs one random varlen-states call; returns "" or a description of a mismatch.
+std::string fuzz_varlen(Rng& r) {
+  const int xdt = r.pick(0, 2);
+  const int64_t B = r.pick(0, 4), D = r.pick(0, 9), S = r.chance(5) ? 0 : r.pick(1, 6);
+  std::vector<int64_t> cu_v{r.pick(0, 2)};
+  for (int64_t b = 0; b < B; ++b) cu_v.push_back(cu_v.back() + (r.chance(25) ? 0 : r.pick(1, 8)));
+  const int64_t total = cu_v.back() + r.pick(0, 2);
+  std::vector<Slot> s = {{"x", random_tensor(r, xdt, {total, D}, true)},
+                         {"cu_seqlens", HostTensor::contiguous(CC1D_INT32, {B + 1})},
+                         {"out", random_tensor(r, xdt, {B, D, S}, false)}};
+  s[2].written = true;
+  for (int64_t i = 0; i <= B; ++i) s[1].h.set(i, static_cast<double>(cu_v[i]));
+  for (Slot& slot : s) slot.storage_dtype = slot.h.t.dtype;
+  s[2].h.fill_all(NAN);
+  cc1d_varlen_states_args a{};
+  a.struct_size = sizeof a;
+  a.backend = r.chance(80) ? CC1D_BACKEND_CPU + r.pick(0, 1) * 2 : r.pick(0, 4);
+  for (int m = r.pick(0, 3); m > 0; --m) {
+    const int what = r.pick(0, 9);
+    if (what < 5) mutate_tensor(r, s[r.pick(0, 2)], s);
+    else if (what == 5) s[r.pick(0, 2)].given = false;
+    else if (what == 6) a.struct_size = r.pick(0, static_cast<int>(sizeof a) - 1);
+    else if (what == 7) s[1].h.set(r.pick(0, static_cast<int>(B)), std::vector<double>{-1, -9, 1e6}[r.pick(0, 2)]);
+    else if (what == 8 && B > 0) s[1].h.set(r.pick(1, static_cast<int>(B)), static_cast<double>(cu_v[0]) - 1);
+    else a.backend = std::vector<int32_t>{-1, 5, 99}[r.pick(0, 2)];
+  }
+  a.x = s[0].ptr(), a.cu_seqlens = s[1].ptr(), a.out = s[2].ptr();
+
+  Model m;
+  if (a.struct_size < sizeof a) m.bad("struct_size");
+  for (const Slot& slot : s)
+    if (!slot.given) m.bad(std::string(slot.name) + " missing");
+  int64_t b = 0, d = 0, sl = 0, t = 0;
+  if (m.why.empty()) {
+    const cc1d_tensor& x = s[0].h.t;
+    check_common(m, s[0], 2, 2, x, {-1, -1});
+    check_dtype(m, s[0], -1);
+    t = x.ndim == 2 ? x.shape[0] : 0, d = x.ndim == 2 ? x.shape[1] : 0;
+    check_common(m, s[1], 1, 1, x, {-1});
+    check_dtype(m, s[1], CC1D_INT32);
+    b = s[1].h.t.ndim == 1 ? s[1].h.t.shape[0] - 1 : 0;
+    if (b < 0) m.bad("batch");
+    check_common(m, s[2], 3, 3, x, {b, d, -1});
+    check_dtype(m, s[2], x.dtype);
+    sl = s[2].h.t.ndim == 3 ? s[2].h.t.shape[2] : 0;
+    if (sl < 1 || sl > CC1D_MAX_VARLEN_STATE_LEN) m.bad("state_len");
+    if (m.why.empty()) check_cross_overlap(m, {&s[0], &s[1], &s[2]});
+  }
+  if (m.why.empty() && retyped(s)) return "discard";
+  if (m.why.empty())
+    for (const Slot& slot : s)
+      if (!backed(slot)) return "discard";
+  // After the discards: libcc1d reads host cu_seqlens values before it looks at the backend.
+  if (a.backend < 0 || a.backend > 4) m.bad("backend");
+  const cc1d_tensor& x = s[0].h.t;
+  auto cu = [&](int64_t i) { return static_cast<int64_t>(s[1].h.get(s[1].h.off({i}))); };
+  if (m.why.empty() && x.device_type == CC1D_DEVICE_CPU)  // host values
+    for (int64_t i = 0; i <= b; ++i)
+      if (cu(i) < 0 || cu(i) > t || (i > 0 && cu(i) < cu(i - 1))) m.bad("cu_seqlens values");
+  const Expect expect =
+      counted("varlen", !m.why.empty() ? Expect::Invalid : availability(a.backend, x.device_type, b == 0 || d == 0));
+  std::vector<std::vector<unsigned char>> before;
+  for (const Slot& slot : s) before.push_back(slot.h.storage);
+
+  const cc1d_status st = cc1d_causal_conv1d_varlen_states(&a);
+  const std::string msg = cc1d_last_error();
+  for (size_t i = 0; i < 2; ++i)
+    if (s[i].h.storage != before[i]) return std::string("input ") + s[i].name + " was written";
+  if (expect == Expect::Invalid) {
+    if (st != CC1D_ERR_INVALID_ARGUMENT && st != CC1D_ERR_INVALID_TYPE && st != CC1D_ERR_NULL_POINTER)
+      return "expected an argument error (" + m.why + "), got status " + std::to_string(st) + ": " + msg;
+    return s[2].h.storage != before[2] ? "a rejected call wrote out" : "";
+  }
+  if (expect == Expect::Unavailable)
+    return st == CC1D_ERR_BACKEND_UNAVAILABLE ? "" : "expected backend unavailable, got " + std::to_string(st) + ": " + msg;
+  if (st != CC1D_OK) return "expected success, got status " + std::to_string(st) + ": " + msg;
+  const HostTensor &xh = s[0].h, &out = s[2].h;
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t k = 0; k < sl; ++k) {
+      const int64_t tok = cu(i + 1) - sl + k;  // slot k's token, if it belongs to sequence i
+      for (int64_t c = 0; c < d; ++c) {
+        const double want = tok >= cu(i) ? xh.get(xh.off({tok, c})) : 0.0, got = out.get(out.off({i, c, k}));
+        if (!(got == want || (std::isnan(got) && std::isnan(want))))
+          return "wrong states at (" + std::to_string(i) + "," + std::to_string(c) + "," + std::to_string(k) + ")";
+      }
+    }
+  return "";
+}
+
 // The child's whole run: 0 when every call behaved; prints the first mismatch.
 int child(int first, int iters) {
   g_emulate_built = cc1d_backend_available(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU, 0) == CC1D_OK;
   std::map<std::string, int> counts;
   for (int i = first; i < first + iters; ++i) {
     Rng r{test_rng(static_cast<uint32_t>(i))};
-    const bool update = r.chance(40);
-    const std::string err = update ? fuzz_update(r) : fuzz_fwd(r);
+    const int pick = r.pick(0, 99);
+    const char* op = pick < 40 ? "update" : pick < 55 ? "varlen" : "fwd";
+    const std::string err = pick < 40 ? fuzz_update(r) : pick < 55 ? fuzz_varlen(r) : fuzz_fwd(r);
     if (err == "discard") {
       ++counts["discarded"];
       continue;
     }
-    ++counts[update ? "update" : "fwd"];
+    ++counts[op];
     if (!err.empty()) {
-      std::printf("[fuzz] iteration %d (%s) of seed %u: %s\n", i, update ? "update" : "fwd", test_seed(), err.c_str());
+      std::printf("[fuzz] iteration %d (%s) of seed %u: %s\n", i, op, test_seed(), err.c_str());
       return 1;
     }
   }
-  std::printf("[fuzz] %d fwd, %d update calls checked, %d discarded (valid, but unbacked or retyped);",
-              counts["fwd"], counts["update"], counts["discarded"]);
+  std::printf("[fuzz] %d fwd, %d update, %d varlen calls checked, %d discarded (valid, but unbacked or retyped);",
+              counts["fwd"], counts["update"], counts["varlen"], counts["discarded"]);
   for (const auto& [what, n] : g_outcomes) std::printf(" %s %d,", what.c_str(), n);
   std::printf("\n");
   return 0;

@@ -17,6 +17,7 @@
 #include "cc1d_torch/cc1d_torch.h"
 #include "fwd_case.h"
 #include "update_case.h"
+#include "varlen_case.h"
 
 using namespace cc1d_test;
 
@@ -110,6 +111,17 @@ struct PoisonEmpty {
   }
 };
 
+// The states come back allocated as upstream allocates them: (batch, state_len, dim) transposed.
+void run_varlen(VarlenRun& r, const std::string& backend) {
+  const cc1d_varlen_states_args& a = r.a;
+  auto out = call("causal_conv1d::varlen_states", {wrap(a.x), wrap(a.cu_seqlens), a.out->shape[2], backend});
+  const at::Tensor states = out.at(0).toTensor();
+  const int64_t B = a.out->shape[0], D = a.out->shape[1], S = a.out->shape[2];
+  REQUIRE(states.sizes() == at::IntArrayRef({B, D, S}));
+  if (B > 0 && D > 1 && S > 1) REQUIRE(states.strides() == at::IntArrayRef({S * D, 1, D}));
+  wrap(a.out).toTensor().copy_(states);
+}
+
 std::string slurp(const char* path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -124,11 +136,11 @@ TEST_CASE("the build record beside the library is what the library says") {
   REQUIRE(!record.empty());
   record.erase(record.find_last_not_of('\n') + 1);
   CHECK(record == cc1d_torch_build_info());
-  for (const char* op : {"\"fwd\"", "\"update\"", "\"bwd\""}) CHECK(record.find(op) != std::string::npos);
+  CHECK(record.find("\"ops\": [\"fwd\", \"update\", \"bwd\", \"varlen_states\"]") != std::string::npos);
 }
 
 TEST_CASE("the ops are registered with their schemas") {
-  for (const char* op : {"causal_conv1d::fwd", "causal_conv1d::update", "causal_conv1d::bwd"}) {
+  for (const char* op : {"causal_conv1d::fwd", "causal_conv1d::update", "causal_conv1d::bwd", "causal_conv1d::varlen_states"}) {
     auto handle = c10::Dispatcher::singleton().findSchema({op, ""});
     REQUIRE_MESSAGE(handle.has_value(), op);
     CHECK(handle->hasKernelForDispatchKey(c10::DispatchKey::CPU));
@@ -196,6 +208,36 @@ TEST_CASE("bwd on every backend against the float64 reference") {
             REQUIRE_MESSAGE(std::memcmp(&r.dx.storage[g * es], &dx_before[g * es], es) == 0, "stray write at dx " << g);
         }
   }
+}
+
+TEST_CASE("varlen_states on every backend against the float64 reference") {
+  for (const char* backend : kBackends) {
+    INFO("backend '" << std::string(backend) << "'");
+    run_varlen_grid(970 + static_cast<uint32_t>(std::string(backend).size()),
+                    [&](VarlenRun& r) { run_varlen(r, backend); });
+  }
+}
+
+TEST_CASE("varlen_states: bad cu_seqlens values and state_len are refused on every backend") {
+  const at::Tensor x = at::from_blob(std::vector<float>(12).data(), {4, 3}).clone();
+  const at::Tensor cu = at::from_blob(std::vector<int32_t>{0, 3, 2}.data(), {3}, at::TensorOptions().dtype(at::kInt)).clone();
+  for (const char* backend : {"cpu", "aten", ""}) {
+    INFO("backend '" << backend << "'");
+    std::string m;
+    try {
+      call("causal_conv1d::varlen_states", {x, cu, int64_t{2}, std::string(backend)});
+    } catch (const std::exception& e) {
+      m = e.what();
+    }
+    CHECK(m.find("cu_seqlens[2] is 2, below cu_seqlens[1] = 3") != std::string::npos);
+  }
+  std::string m;
+  try {
+    call("causal_conv1d::varlen_states", {x, cu, int64_t{0}, std::string("cpu")});
+  } catch (const std::exception& e) {
+    m = e.what();
+  }
+  CHECK(m.find("'state_len' must be between 1 and 1048576, got 0") != std::string::npos);
 }
 
 TEST_CASE("errors name the argument and the fix") {

@@ -23,6 +23,7 @@
 #include "bwd_case.h"
 #include "test_support.h"
 #include "update_case.h"
+#include "varlen_case.h"
 #include "tests/fake_driver/fake_cuda.h"
 
 using namespace cc1d_test;
@@ -485,6 +486,43 @@ TEST_CASE("update launch") {
     for (int64_t d = 0; d < c.D; ++d)
       for (int64_t s = 0; s < c.state_len; ++s)
         REQUIRE(r.state.get(r.state.off({p, d, s})) == want_state[(p * c.D + d) * c.state_len + s]);
+}
+
+TEST_CASE("varlen launch") {
+  // The varlen states through the real NVRTC and the fake driver, on "device" memory: the
+  // 16-byte and the scalar kernels against the float64 reference; then cu_seqlens values that
+  // host validation would refuse (libcc1d does not read device values), which the kernel clamps.
+  clean_cache_dir();
+  std::mt19937 rng = test_rng(79);
+  auto on_device = [](VarlenRun& r) {
+    for (HostTensor* t : {&r.x, &r.cu, &r.out}) t->t.device_type = CC1D_DEVICE_CUDA;
+    r.a.backend = CC1D_BACKEND_NVRTC;
+    r.a.stream = reinterpret_cast<void*>(0x79);
+    REQUIRE_MESSAGE(cc1d_causal_conv1d_varlen_states(&r.a) == CC1D_OK, cc1d_last_error());
+  };
+  check_varlen_case(VarlenCase{CC1D_BFLOAT16, 9, 64, 3}, rng, on_device);
+  check_varlen_case(VarlenCase{CC1D_FLOAT32, 5, 13, 4, VarlenX::ChannelMajor, VarlenOut::Contiguous}, rng, on_device);
+  CHECK(count("cuLaunchKernel") == 2);
+  for (const char* k : {"mem_alloc", "mem_free", "memcpy", "memset", "synchronize"}) CHECK(count(k) == 0);
+  cc1d_fake_launch l{};
+  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  CHECK(has(l.kernel, "causal_conv1d_varlen_states_kernel"));
+  CHECK(l.stream == reinterpret_cast<void*>(0x79));
+
+  VarlenRun r(VarlenCase{CC1D_FLOAT16, 3, 16, 4}, rng);
+  const int64_t T = r.total;
+  const int32_t bad[4] = {-3, static_cast<int32_t>(T) + 100, 1, static_cast<int32_t>(T)};
+  for (int i = 0; i < 4; ++i) r.cu.set(i, bad[i]);
+  on_device(r);
+  for (int64_t b = 0; b < 3; ++b) {
+    const int64_t end = std::clamp<int64_t>(bad[b + 1], 0, T);
+    const int64_t begin = std::max(std::clamp<int64_t>(bad[b], 0, end), end - 4);
+    for (int64_t d = 0; d < 16; ++d)
+      for (int64_t s = 0; s < 4; ++s) {
+        const int64_t t = end - 4 + s;
+        REQUIRE(r.out.get(r.out.off({b, d, s})) == (t >= begin ? r.x.get(r.x.off({t, d})) : 0.0));
+      }
+  }
 }
 
 TEST_CASE("bwd launch") {

@@ -25,6 +25,7 @@
 #include "kernels_src/fwd_params.h"
 #include "ops/fwd/fwd_op.h"
 #include "ops/update/update_kernels.h"
+#include "ops/varlen/varlen_kernels.h"
 #include "jit/kernel_source.h"
 #include "nvrtc/nvrtc_lib.h"
 
@@ -140,7 +141,7 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
   MESSAGE("NVRTC " << nvrtc.facts.version_string() << " at " << nvrtc.facts.path << ", " << nvrtc.facts.archs.size() << " SMs");
   CHECK_FALSE(nvrtc.facts.archs.empty());
   // Every path (bf16, width 4); the vector paths also with the other dtypes and widths 1 and 8;
-  // the update kernel likewise. Every variant compiles for sm_90 in the case above.
+  // the update and varlen-states kernels likewise. Every variant compiles for sm_90 in the case above.
   std::vector<std::string> names;
   for (int path = 0; path < kFwdNumPaths; ++path) names.push_back(fwd_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4, path));
   for (int path : {kFwdPathTimeVecSilu, kFwdPathChannelVecSilu}) {
@@ -149,6 +150,8 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
   }
   names.push_back(update_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4));
   names.push_back(update_kernel_name(CC1D_FLOAT32, CC1D_BFLOAT16, 8));
+  names.push_back(varlen_kernel_name(CC1D_BFLOAT16, true));  // the varlen states: both paths
+  names.push_back(varlen_kernel_name(CC1D_FLOAT32, false));
   std::vector<Job> jobs;
   for (int arch : nvrtc.facts.archs) jobs.push_back({names, arch, CodeKind::Cubin});
   double wall = 0;

@@ -166,3 +166,15 @@ def assert_grad(name, got, want, dtype):
         i = tuple(bad.nonzero()[0].tolist())
         raise AssertionError(f"d{name}: {int(bad.sum())}/{bad.numel()} element(s) off; first at {list(i)}: got "
                              f"{g[i].item()!r}, want {want[i].item()!r}; max error {(g - want).abs().max().item():.3g}")
+
+
+def reference_varlen_states(x, cu_seqlens, state_len):
+    """float64 states (batch, dim, state_len): a plain loop over sequences and slots."""
+    xd = x.detach().cpu().double()
+    cu = [int(v) for v in cu_seqlens.cpu().tolist()]
+    out = torch.zeros(len(cu) - 1, x.shape[1], state_len, dtype=torch.float64)
+    for b in range(len(cu) - 1):
+        n = min(cu[b + 1] - cu[b], state_len)
+        for j in range(n):  # token end-n+j goes to slot state_len-n+j
+            out[b, :, state_len - n + j] = xd[cu[b + 1] - n + j]
+    return out

@@ -407,6 +407,7 @@ def test_python_constants_match_the_header():
     assert h["CC1D_MAX_RANK"] == _lib.MAX_RANK
     assert h["CC1D_MAX_WIDTH"] == _lib.MAX_WIDTH
     assert h["CC1D_MAX_BACKENDS"] == _lib.MAX_BACKENDS
+    assert h["CC1D_MAX_VARLEN_STATE_LEN"] == _lib.MAX_VARLEN_STATE_LEN
     statuses = {k: v for k, v in h.items() if k.startswith("CC1D_OK") or k.startswith("CC1D_ERR_")}
     assert statuses == {name: code for code, name in _lib.STATUS_NAMES.items()}
     for name in ("FLOAT32", "FLOAT16", "BFLOAT16", "INT32"):

@@ -12,6 +12,8 @@
  *   cc1d_causal_conv1d_fwd     the forward over a whole sequence (cc1d_fwd_args)
  *   cc1d_causal_conv1d_update  one decode step on a rolling or circular state (cc1d_update_args)
  *   cc1d_causal_conv1d_bwd     the backward: gradients of the forward's inputs (cc1d_bwd_args)
+ *   cc1d_causal_conv1d_varlen_states  the conv states of packed variable-length sequences
+ *                              (cc1d_varlen_states_args)
  * Every op runs on every backend that supports it; cc1d_plan_dispatch() says which would serve.
  *
  * Contract of every function in this header
@@ -118,6 +120,7 @@ extern "C" {
 #define CC1D_MAX_RANK 4
 #define CC1D_MAX_WIDTH 8      /* widths 1..CC1D_MAX_WIDTH */
 #define CC1D_MAX_BACKENDS 8   /* capacity of cc1d_plan.candidates */
+#define CC1D_MAX_VARLEN_STATE_LEN 1048576 /* state_len of cc1d_varlen_states_args: 1..2^20 */
 
 /* Status codes. Stable numbers: Python maps them to exceptions. */
 typedef enum cc1d_status {
@@ -161,8 +164,13 @@ typedef enum cc1d_backend {
   CC1D_BACKEND_ATEN = 4     /* the host framework's reference (not run by libcc1d) */
 } cc1d_backend;
 
-/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd", "update", "bwd"). */
-typedef enum cc1d_op { CC1D_OP_FWD = 0, CC1D_OP_UPDATE = 1, CC1D_OP_BWD = 2 } cc1d_op;
+/* Ops, for cc1d_plan_dispatch and cc1d_op_name ("fwd", "update", "bwd", "varlen_states"). */
+typedef enum cc1d_op {
+  CC1D_OP_FWD = 0,
+  CC1D_OP_UPDATE = 1,
+  CC1D_OP_BWD = 2,
+  CC1D_OP_VARLEN_STATES = 3
+} cc1d_op;
 
 typedef enum cc1d_activation { CC1D_ACT_NONE = 0, CC1D_ACT_SILU = 1 } cc1d_activation;
 
@@ -282,6 +290,35 @@ typedef struct cc1d_bwd_args {
   void* stream;
 } cc1d_bwd_args;
 
+/* Arguments of the varlen-states op (upstream causal_conv1d_varlen_states): the conv states that
+ * the last tokens of each sequence of a packed batch leave behind, for decoding to continue.
+ *   x           (total_tokens, dim), fp32/fp16/bf16, any strides (upstream's kernel wants
+ *               x.strides[1] == 1; here that layout, with 16-byte aligned rows, is the fast path).
+ *   cu_seqlens  (batch+1,) int32, any stride: sequence b is tokens [cu_seqlens[b], cu_seqlens[b+1])
+ *               of x. Cumulative lengths: non-decreasing, each in [0, total_tokens] (upstream starts
+ *               at 0; a larger start only leaves the first tokens out of every sequence).
+ *   out         (batch, dim, state_len), x's dtype, any strides, written: for each sequence b,
+ *               its last n = min(len_b, state_len) tokens, transposed, at out[b, :, state_len-n:],
+ *               and 0 at out[b, :, :state_len-n] (an empty sequence gives a zero state).
+ *               1 <= state_len <= CC1D_MAX_VARLEN_STATE_LEN. Upstream allocates it as
+ *               empty(batch, state_len, dim).transpose(1, 2) (strides (state_len*dim, 1, dim)), the
+ *               fast path's layout, and the one the Python and libtorch ops allocate.
+ *   backend, stream as for the forward.
+ * cu_seqlens values: for host tensors the call fails with CC1D_ERR_INVALID_ARGUMENT, naming the
+ * first bad entry, before anything is written. For CUDA tensors libcc1d cannot read them without a
+ * synchronisation, so only their shape and dtype are checked; the kernel clamps instead and never
+ * reads outside x: end_b = clamp(cu_seqlens[b+1], 0, total), start_b = clamp(cu_seqlens[b], 0,
+ * end_b) (so a decreasing pair is an empty sequence, a zero state).
+ * Copies bits: the states are x's elements unconverted (NaN and -0.0 included). */
+typedef struct cc1d_varlen_states_args {
+  uint32_t struct_size; /* sizeof(cc1d_varlen_states_args) */
+  const cc1d_tensor* x;
+  const cc1d_tensor* cu_seqlens;
+  const cc1d_tensor* out;
+  int32_t backend; /* cc1d_backend */
+  void* stream;
+} cc1d_varlen_states_args;
+
 /* One candidate of a dispatch plan. */
 typedef struct cc1d_candidate {
   int32_t backend;      /* cc1d_backend */
@@ -335,7 +372,8 @@ CC1D_API const char* cc1d_last_error(void);
  * iterate from 0 until NULL. Static storage. */
 CC1D_API const char* cc1d_backend_name(int32_t backend);
 
-/* Name of an op ("fwd", "update", "bwd"), or NULL past the last one. Static storage. */
+/* Name of an op ("fwd", "update", "bwd", "varlen_states"), or NULL past the last one. Static
+ * storage. */
 CC1D_API const char* cc1d_op_name(int32_t op);
 
 /* Runs the forward. */
@@ -346,6 +384,9 @@ CC1D_API cc1d_status cc1d_causal_conv1d_update(const cc1d_update_args* args);
 
 /* Runs the backward: writes the gradients whose outputs are given. */
 CC1D_API cc1d_status cc1d_causal_conv1d_bwd(const cc1d_bwd_args* args);
+
+/* Writes the conv states of packed variable-length sequences into out (cc1d_varlen_states_args). */
+CC1D_API cc1d_status cc1d_causal_conv1d_varlen_states(const cc1d_varlen_states_args* args);
 
 /* Sets *elements to the float32 workspace a cc1d_causal_conv1d_bwd call with these arguments
  * needs on a GPU backend (0 when neither dweight nor dbias is given), after validating them

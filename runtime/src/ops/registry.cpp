@@ -2,6 +2,7 @@
 #include "ops/bwd/bwd_op.h"
 #include "ops/fwd/fwd_op.h"
 #include "ops/update/update_op.h"
+#include "ops/varlen/varlen_op.h"
 #include "ops/op.h"
 
 namespace cc1d {
@@ -11,6 +12,7 @@ const std::vector<const OpEntry*>& all_ops() {
       &kFwdOp,
       &kUpdateOp,
       &kBwdOp,
+      &kVarlenOp,
   };
   return ops;
 }
