@@ -402,10 +402,11 @@ def test_every_name_falls_back_and_strict_mode_refuses(cpu_unavailable, gen, mon
     """cpu unavailable: each name falls back to aten with the warning; under
     CAUSAL_CONV1D_STRICT=1 the same call raises StrictModeError instead."""
     calls = _every_compat_call(gen)
-    for name, call in calls.items():
-        call()
-        choice = causal_conv1d.last_backend()
-        assert choice.backend == "aten" and [b for b, _ in choice.fallback_from] == ["cpu"], (name, choice)
+    with pytest.warns(causal_conv1d.CausalConv1dWarning, match=r"Falling back to 'aten'"):
+        for name, call in calls.items():
+            call()
+            choice = causal_conv1d.last_backend()
+            assert choice.backend == "aten" and [b for b, _ in choice.fallback_from] == ["cpu"], (name, choice)
     monkeypatch.setenv("CAUSAL_CONV1D_STRICT", "1")
     for name, call in calls.items():
         with pytest.raises(causal_conv1d.StrictModeError, match=r"Falling back to 'aten'"):
