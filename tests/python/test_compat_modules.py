@@ -35,6 +35,8 @@ def test_client_imports():
         causal_conv1d_fn as fn2, causal_conv1d_ref, causal_conv1d_update as up2, causal_conv1d_update_ref)
     from causal_conv1d.cpp_functions import (  # noqa: F401
         causal_conv1d_bwd_function, causal_conv1d_fwd_function, causal_conv1d_update_function)
+    from causal_conv1d.causal_conv1d_varlen import (  # noqa: F401
+        causal_conv1d_varlen_states, causal_conv1d_varlen_states_ref)
     import causal_conv1d_cuda
 
     assert fn2 is causal_conv1d_fn and up2 is causal_conv1d_update
@@ -63,6 +65,8 @@ def test_causal_conv1d_cuda_imports_first_in_a_fresh_process():
 
 
 UPSTREAM_SIGNATURES = {
+    "causal_conv1d.causal_conv1d_varlen.causal_conv1d_varlen_states": ["x", "cu_seqlens", "state_len"],
+    "causal_conv1d.causal_conv1d_varlen.causal_conv1d_varlen_states_ref": ["x", "cu_seqlens", "state_len"],
     "causal_conv1d.causal_conv1d_interface.causal_conv1d_fn": [
         "x", "weight", "bias", "seq_idx", "initial_states", "return_final_states", "final_states_out", "activation"],
     "causal_conv1d.causal_conv1d_interface.causal_conv1d_update": [

@@ -105,7 +105,9 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
     ref.ndim = row.rank;
     for (int i = 0; i < row.rank; ++i) {
       ref.shape[i] = i < t->ndim ? t->shape[i] : 1;
-      ref.strides[i] = i < t->ndim ? t->strides[i] : 1;
+      // A size-1 dim is only ever indexed at 0: its stride is made 0, so no kernel forms an
+      // offset (or steps a pointer past its end) with a huge stride the caller never meant to use.
+      ref.strides[i] = i < t->ndim && ref.shape[i] != 1 ? t->strides[i] : 0;
     }
     for (int i = 0; i < row.rank; ++i) {
       const DimRule& d = row.dims[i];
