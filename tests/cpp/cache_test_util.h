@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -24,11 +25,28 @@ namespace cache_test {
 
 using namespace cc1d;
 
+// The temporary directories this process made, removed when it exits (not by a forked child,
+// which shares them with its parent).
+struct TempDirs {
+  const pid_t owner = getpid();
+  std::vector<std::string> dirs;
+  ~TempDirs() {
+    if (getpid() != owner) return;
+    for (const std::string& d : dirs) {
+      std::error_code ec;
+      std::filesystem::permissions(d, std::filesystem::perms::owner_all, ec);
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+};
+
 // A path in a fresh temporary directory (the path itself does not exist yet).
 inline std::string fresh_dir(const char* tag) {
+  static TempDirs made;
   char tmpl[] = "/tmp/cc1d_cache_test_XXXXXX";
   const char* d = mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  made.dirs.push_back(d);
   return std::string(d) + "/" + tag;
 }
 

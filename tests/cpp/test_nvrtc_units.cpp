@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -135,4 +136,6 @@ TEST_CASE("kernel sources: embedded by default, a directory when set, digest ove
   setenv("CAUSAL_CONV1D_KERNEL_DIR", (dir + "/missing").c_str(), 1);
   CHECK_THROWS_AS(load_kernel_sources(), Error);
   unsetenv("CAUSAL_CONV1D_KERNEL_DIR");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
