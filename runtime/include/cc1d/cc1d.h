@@ -32,7 +32,8 @@
  * Tensors (cc1d_tensor)
  *  - Shapes and strides are 64-bit and in elements; strides may be any non-negative value
  *    (views, transposes, broadcasts of inputs). Every extent computation is overflow-checked:
- *    a descriptor whose byte span does not fit the address space is rejected.
+ *    a descriptor whose byte span does not fit the address space is rejected. The stride of a
+ *    size-1 dim is never used (that dim is only indexed at 0), so it may hold any value.
  *  - data must be aligned to the element size, and may be NULL only for a tensor with no
  *    elements.
  *  - Outputs must not overlap themselves (no broadcast or overlapping strides) nor any other
