@@ -59,6 +59,25 @@ def check_args(x, cu_seqlens, state_len, *, fn: str, float_dtypes=FLOAT_DTYPES) 
     return state_len
 
 
+def int32_lengths(x, cu_seqlens, fn: str):
+    """cu_seqlens as int32. Upstream also takes int64 (what a cumsum gives): converted here, after
+    the host check (exact messages) on CPU; on CUDA clamped to [-1, total+1] first, which keeps
+    every bad value bad (the kernel clamps; CAUSAL_CONV1D_CHECK_INDICES still reports it) without
+    a synchronisation. Anything else is left to check_args to refuse."""
+    if not (isinstance(cu_seqlens, Tensor) and cu_seqlens.dtype == torch.int64 and cu_seqlens.dim() == 1
+            and isinstance(x, Tensor) and x.dim() >= 1):
+        return cu_seqlens
+    total = x.shape[0]
+    if total + 1 > torch.iinfo(torch.int32).max:
+        raise ValueError(f"{fn}: argument 'x' has {total} tokens; int64 cu_seqlens are converted to int32, "
+                         f"which holds at most {torch.iinfo(torch.int32).max - 1}")
+    if cu_seqlens.device.type == "cpu":
+        check_cu_values(x, cu_seqlens, fn)
+    else:
+        cu_seqlens = cu_seqlens.clamp(-1, total + 1)
+    return cu_seqlens.to(torch.int32)
+
+
 def check_cu_values(x: Tensor, cu_seqlens: Tensor, fn: str) -> None:
     """The value checks libcc1d does for host tensors, done here for any device (a copy to the
     host and a synchronisation on CUDA)."""
@@ -153,7 +172,7 @@ varlen_states = _ops.register("varlen_states", SCHEMA, varlen_states_impl, _fake
 def causal_conv1d_varlen_states(x: Tensor, cu_seqlens: Tensor, state_len: int, *, backend=None) -> Tensor:
     """The conv states of packed variable-length sequences (forward only, like upstream).
 
-    x: (total_tokens, dim) fp32/fp16/bf16, any strides; cu_seqlens: (batch+1,) int32, the
+    x: (total_tokens, dim) fp32/fp16/bf16, any strides; cu_seqlens: (batch+1,) int32 (or int64, converted), the
     cumulative sequence lengths (non-decreasing, starting at 0); state_len: how many of each
     sequence's last tokens to keep (1..2^20). Returns states (batch, dim, state_len) in x's dtype,
     laid out like upstream's (batch, state_len, dim) transposed: sequence b's last
@@ -161,6 +180,7 @@ def causal_conv1d_varlen_states(x: Tensor, cu_seqlens: Tensor, state_len: int, *
     backend: as for causal_conv1d_fn.
     """
     fn = "causal_conv1d_varlen_states"
+    cu_seqlens = int32_lengths(x, cu_seqlens, fn)
     state_len = check_args(x, cu_seqlens, state_len, fn=fn)
     if backend is not None:
         backend = _dispatch.check_backend_name(backend, f"{fn}: argument 'backend'")
@@ -172,6 +192,7 @@ def causal_conv1d_varlen_states_ref(x: Tensor, cu_seqlens: Tensor, state_len: in
     """The same with torch ops (upstream's reference, without its loop over sequences). Also
     accepts float64 x; checks cu_seqlens' values on any device (a synchronisation on CUDA)."""
     fn = "causal_conv1d_varlen_states_ref"
+    cu_seqlens = int32_lengths(x, cu_seqlens, fn)
     state_len = check_args(x, cu_seqlens, state_len, fn=fn, float_dtypes=FLOAT_DTYPES + (torch.float64,))
     check_cu_values(x, cu_seqlens, fn)
     with torch.no_grad():

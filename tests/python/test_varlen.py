@@ -90,6 +90,18 @@ def test_upstream_semantics_on_a_hand_written_case():
     assert torch.equal(states, want)
 
 
+@pytest.mark.parametrize("backend", ["cpu", "aten", "emulate"])
+def test_int64_cu_seqlens_like_upstream(backend, gen):
+    """Upstream takes int64 cu_seqlens (a cumsum's dtype, as its own get_states test passes): the
+    same states as int32, from the function and from its ref."""
+    if backend == "emulate" and not _lib.library().backend_available(_lib.BACKEND_IDS["emulate"], 0, 0)[0]:
+        pytest.skip("this libcc1d has no emulate backend")
+    x, cu = make_case(9, 24, 5, torch.bfloat16, gen)
+    got = causal_conv1d_varlen_states(x, cu.long(), 5, backend=backend)
+    check_states(got, x, cu, 5)
+    assert torch.equal(causal_conv1d_varlen_states_ref(x, cu.long(), 5), got)
+
+
 def test_bits_are_copied(gen):
     """NaN payloads, infinities and -0.0 pass through unchanged on every host backend."""
     x = torch.tensor([float("nan"), float("inf"), -0.0, -float("inf"), 1.5, -2.25], dtype=torch.float16)
@@ -184,7 +196,9 @@ def _negative(a):
 ERRORS = {
     "x_rank_3": (lambda a: a.update(x=a["x"][None]), ValueError, ["'x'", "2 dims"]),
     "x_int": (lambda a: a.update(x=a["x"].int()), TypeError, ["'x'", "torch.int32"]),
-    "cu_int64": (lambda a: a.update(cu_seqlens=a["cu_seqlens"].long()), TypeError, ["'cu_seqlens'", "torch.int32", "torch.int64"]),
+    "cu_int16": (lambda a: a.update(cu_seqlens=a["cu_seqlens"].short()), TypeError, ["'cu_seqlens'", "torch.int32", "torch.int16"]),
+    "cu_int64_beyond": (lambda a: a.update(cu_seqlens=a["cu_seqlens"].long() + (1 << 32)), ValueError,
+                        ["cu_seqlens[0] is 4294967298", "total_tokens"]),
     "cu_rank_2": (lambda a: a.update(cu_seqlens=a["cu_seqlens"][None]), ValueError, ["'cu_seqlens'", "1 dim"]),
     "cu_empty": (lambda a: a.update(cu_seqlens=a["cu_seqlens"][:0]), ValueError, ["'cu_seqlens'", "batch+1 >= 1", "(0,)"]),
     "cu_device": (lambda a: a.update(cu_seqlens=a["cu_seqlens"].to("meta")), ValueError, ["'cu_seqlens'", "meta"]),
