@@ -72,6 +72,21 @@ def fresh_dispatch():
     _diag._reset_warnings()
 
 
+@pytest.fixture
+def cpu_unavailable(lib, monkeypatch, fresh_dispatch, python_dispatch):
+    """libcc1d's plans report the cpu backend unavailable, for every op, with the reason in the
+    returned dict (a test may change it): the fallback path on this GPU-less machine."""
+    reasons = {"cpu": "simulated: cpu switched off"}
+    real = lib.plan
+
+    def fake(op, backend, device_type, device_index):
+        p = real(op, backend, device_type, device_index)
+        return p._replace(candidates=tuple(c._replace(available=False, reason=reasons["cpu"])
+                                           if c.backend == "cpu" else c for c in p.candidates))
+
+    monkeypatch.setattr(lib, "plan", fake)
+    return reasons
+
 
 @pytest.fixture
 def fake_driver():

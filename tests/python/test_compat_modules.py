@@ -366,19 +366,6 @@ def test_every_name_follows_use_backend_and_the_environment(gen, monkeypatch):
         causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, False, backend="tpu")
 
 
-@pytest.fixture
-def cpu_unavailable(lib, monkeypatch, fresh_dispatch, python_dispatch):
-    """libcc1d's plans report the cpu backend unavailable (as test_dispatch.py does)."""
-    real = lib.plan
-
-    def fake(op, backend, device_type, device_index):
-        p = real(op, backend, device_type, device_index)
-        return p._replace(candidates=tuple(c._replace(available=False, reason="simulated: cpu switched off")
-                                           if c.backend == "cpu" else c for c in p.candidates))
-
-    monkeypatch.setattr(lib, "plan", fake)
-
-
 def _every_compat_call(gen):
     import causal_conv1d_cuda
     from causal_conv1d import cpp_functions as cf

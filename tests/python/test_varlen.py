@@ -132,20 +132,7 @@ def test_not_differentiable_like_upstream(gen):
 # ---- dispatch: the same policy as every op ---------------------------------------------------
 
 
-@pytest.fixture
-def cpu_off(lib, monkeypatch, fresh_dispatch, python_dispatch):
-    """libcc1d's plans report the cpu backend unavailable (as test_dispatch.py does for fwd)."""
-    real = lib.plan
-
-    def fake(op, backend, device_type, device_index):
-        p = real(op, backend, device_type, device_index)
-        return p._replace(candidates=tuple(c._replace(available=False, reason="simulated: cpu switched off")
-                                           if c.backend == "cpu" else c for c in p.candidates))
-
-    monkeypatch.setattr(lib, "plan", fake)
-
-
-def test_fallback_warns_and_strict_refuses(cpu_off, gen, monkeypatch):
+def test_fallback_warns_and_strict_refuses(cpu_unavailable, gen, monkeypatch):
     x, cu = make_case(3, 8, 3, torch.float32, gen)
     with pytest.warns(causal_conv1d.CausalConv1dWarning, match="simulated: cpu switched off"):
         states = causal_conv1d_varlen_states(x, cu, 3)
