@@ -1,4 +1,5 @@
-// bench_overhead — warm per-call host overhead of cc1d_causal_conv1d_fwd (goal: < 5 us).
+// bench_overhead — warm per-call host overhead of cc1d_causal_conv1d_fwd (goal: < 5 us), and
+// the decode step the Python update goal (< 20 us from the call to the result) leaves to C.
 //
 // On a machine without a GPU this measures, on a tiny problem:
 //  1. the CPU backend: validation, dispatch and the (tiny) computation;
@@ -6,7 +7,8 @@
 //     lookup, context push/pop and a cuLaunchKernel that returns at once (the fake driver of
 //     tests/fake_driver/ with CC1D_FAKE_EXECUTE=0, loaded through CAUSAL_CONV1D_CUDA_DRIVER
 //     exactly like libcuda.so.1);
-//  3. plan_fwd alone, the part of (2) that builds the launch.
+//  3. plan_fwd alone, the part of (2) that builds the launch;
+//  4. cc1d_causal_conv1d_update on the cpu backend, batch 1, dim 4096, bf16, width 4, silu.
 // With a GPU, run it with CAUSAL_CONV1D_CUDA_DRIVER unset and --real to time real launches.
 #include <algorithm>
 #include <chrono>
@@ -17,7 +19,6 @@
 
 #include "bench_tensor.h"
 #include "cc1d/cc1d.h"
-#include "ops/fwd/fwd_op.h"
 #include "ops/fwd/fwd_op.h"
 
 namespace {
@@ -54,6 +55,26 @@ double run_backend(int backend, int device, void* stream) {
   return time_us([&] { cc1d_causal_conv1d_fwd(&a); });
 }
 
+double run_update() {
+  const cc1d_dtype bf = CC1D_BFLOAT16;
+  BenchTensor x(CC1D_DEVICE_CPU, {1, 4096}, bf), st(CC1D_DEVICE_CPU, {1, 4096, 4}, bf),
+      w(CC1D_DEVICE_CPU, {4096, 4}, bf), b(CC1D_DEVICE_CPU, {4096}, bf), out(CC1D_DEVICE_CPU, {1, 4096}, bf);
+  cc1d_update_args a{};
+  a.struct_size = sizeof a;
+  a.x = &x.t;
+  a.conv_state = &st.t;
+  a.weight = &w.t;
+  a.bias = &b.t;
+  a.out = &out.t;
+  a.activation = CC1D_ACT_SILU;
+  a.backend = CC1D_BACKEND_CPU;
+  if (cc1d_causal_conv1d_update(&a) != CC1D_OK) {
+    std::printf("  update failed: %s\n", cc1d_last_error());
+    return -1;
+  }
+  return time_us([&] { cc1d_causal_conv1d_update(&a); }, 2000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +105,7 @@ int main(int argc, char** argv) {
   volatile unsigned sink = 0;
   const double plan = time_us([&] { sink = sink + cc1d::plan_fwd(pr).grid[0]; });
   std::printf("  plan_fwd alone (params + kernel name):            %6.2f us\n", plan);
+  std::printf("  update, cpu, batch 1, dim 4096 bf16, silu:         %6.2f us\n", run_update());
   const bool ok = (cpu >= 0 && cpu < 5.0) && (nv < 0 || nv < 5.0);
   std::printf("goal < 5 us per call: %s\n", ok ? "met" : "NOT met");
   return 0;

@@ -1,5 +1,6 @@
-// bench_tensor.h — a contiguous fp32 tensor for the C++ benchmarks: owned host memory (which the
-// fake driver also treats as device memory) and its cc1d_tensor descriptor.
+// bench_tensor.h — a contiguous tensor for the C++ benchmarks: owned host memory (which the fake
+// driver also treats as device memory, filled with a non-zero pattern) and its cc1d_tensor
+// descriptor.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -9,12 +10,12 @@
 struct BenchTensor {
   std::vector<float> data;
   cc1d_tensor t{};
-  BenchTensor(int device, std::vector<int64_t> shape) {
+  BenchTensor(int device, std::vector<int64_t> shape, cc1d_dtype dtype = CC1D_FLOAT32) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
-    data.assign((size_t)n, 0.5f);
+    data.assign((size_t)n, 0.5f);  // 16-bit types read pairs of 0.0 and 0.5: fine for timing
     t.data = data.data();
-    t.dtype = CC1D_FLOAT32;
+    t.dtype = dtype;
     t.device_type = device;
     t.ndim = (int32_t)shape.size();
     int64_t stride = 1;

@@ -18,6 +18,13 @@ struct SimdKernels {
   // the W-1 steps before it first) into out (contiguous channels). Index W-1.
   void (*const* conv_channels)(const float* xt, const float* wt, const float* bias, bool silu, int out_dtype,
                                void* o0, long long out_step, long long nt, long long nc);
+  // One decode step of n channels (the update op's common case): state rows of W contiguous
+  // elements, row after row, in dtype xd, shift left by one and take x (n contiguous elements);
+  // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias
+  // (n, or NULL) in dtype wd, out n contiguous elements of xd. Index W-1; nullptr for a width
+  // that is not a power of two.
+  void (*const* decode_rows)(int xd, void* state, const void* x, int wd, const void* w, const void* bias, bool silu,
+                             void* out, long long n);
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
   void (*from_f32)(int dtype, const float* src, void* dst, long long n);
   void (*silu_inplace)(float* v, long long n);

@@ -6,6 +6,7 @@
 // decode step of one row is done before a pool thread would wake. Validation has already
 // rejected out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "fallback/cpu/convert.h"
@@ -96,6 +97,18 @@ TapsFn taps_for(const UpdateProblem& p) {
                                       : taps_for<float>(p.w_dtype, p.width, decode);
 }
 
+// Whether a dim of `size` elements steps by `stride` (a size-1 dim's stride is 0 after validation).
+bool steps(int64_t stride, int64_t size, int64_t want) { return size == 1 || stride == want; }
+
+// The decode step with every row contiguous: the SIMD kernel shifts the state and writes out.
+bool contiguous_decode(const UpdateProblem& p, const SimdKernels& k) {
+  const int64_t W = p.width, D = p.dim;
+  return k.decode_rows[W - 1] != nullptr && p.seqlen == 1 && !p.cache_seqlens.present() && p.state_len == W && W > 1 &&
+         p.conv_state.strides[2] == 1 && steps(p.conv_state.strides[1], D, W) && p.weight.strides[1] == 1 &&
+         steps(p.weight.strides[0], D, W) && steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1) &&
+         (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+}
+
 }  // namespace
 
 void update_cpu(const Problem& problem) {
@@ -106,19 +119,34 @@ void update_cpu(const Problem& problem) {
   const SimdKernels& k = simd();
   const TensorRef& out = p.out;
   const bool out_rows = p.seqlen == 1 && out.strides[1] == 1;  // the channels of a row are contiguous
+  const bool fast = contiguous_decode(p, k);
+  const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
-    std::vector<float> acc(std::min(p.dim, kChannelRun) * p.seqlen);
+    std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / runs, c0 = (item % runs) * kChannelRun, c1 = std::min(p.dim, c0 + kChannelRun);
       const int64_t row = p.conv_state_indices.present() ? index_at(p.conv_state_indices, b) : b;
       const int64_t n = (c1 - c0) * p.seqlen;
+      const int64_t o = b * out.strides[0] + c0 * out.strides[1];
+      if (fast && row >= 0) {
+        char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * p.width) * xb;
+        const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * xb;
+        const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
+        const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
+        k.decode_rows[p.width - 1](p.x_dtype, st, x, p.w_dtype, w, bias, p.silu,
+                                   static_cast<char*>(out.data) + o * xb, c1 - c0);
+        continue;
+      }
+      if (fast) {  // a padding slot: outputs 0, state untouched
+        std::memset(static_cast<char*>(out.data) + o * xb, 0, n * xb);
+        continue;
+      }
       if (row < 0) {  // a padding slot: outputs 0, state untouched
         std::fill(acc.begin(), acc.begin() + n, 0.f);
       } else {
         run_taps(p, b, c0, c1, row, p.cache_seqlens.present() ? index_at(p.cache_seqlens, b) : 0, acc.data());
         if (p.silu) k.silu_inplace(acc.data(), n);
       }
-      const int64_t o = b * out.strides[0] + c0 * out.strides[1];
       if (out_rows) {
         k.from_f32(p.x_dtype, acc.data(), static_cast<char*>(out.data) + o * dtype_size(p.x_dtype), n);
       } else {

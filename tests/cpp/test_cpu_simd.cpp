@@ -1,6 +1,6 @@
 // The CPU backend's machinery apart from the op grid: every SIMD build this CPU runs (special
-// values, conversions, a result independent of its position, the forward on each), and the
-// thread pool with concurrent callers.
+// values, conversions, a result independent of its position, the forward and the update's decode
+// step on each), and the thread pool with concurrent callers.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "fwd_case.h"
+#include "update_case.h"
 
 using namespace cc1d_test;
 
@@ -117,6 +118,23 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
           for (int64_t L : {int64_t(3), int64_t(301)})
             run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, 37, L, true, true, false, true, true}, rng,
                          CC1D_BACKEND_CPU);
+  }
+  cc1d::simd_override_for_testing(nullptr);
+}
+
+TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
+  // decode_rows (widths 2, 4, 8: whole vectors of channels, then a padded partial one) and the
+  // scalar taps beside it (widths 1, 3); padding rows, gathered state rows, both x ranks.
+  std::mt19937 rng = test_rng(203);
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    for (int xdt = 0; xdt < 3; ++xdt)
+      for (int wdt = 0; wdt < 3; ++wdt)
+        for (int W : {1, 2, 3, 4, 8})
+          for (int64_t D : {int64_t(5), int64_t(k->width), int64_t(600)})
+            run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, W, false, D != 5, false, D != 600, D != 5, true}, rng,
+                            CC1D_BACKEND_CPU);
   }
   cc1d::simd_override_for_testing(nullptr);
 }

@@ -52,6 +52,7 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
                                         " (set it to sizeof(" + tb.args_struct + "))");
   BoundArgs out;
   for (int64_t& s : out.sym) s = -1;
+  ByteSpan spans[kMaxArgRows];
   const cc1d_tensor* first = nullptr;
   for (int r = 0; r < tb.nrows; ++r) {
     const ArgRow& row = tb.rows[r];
@@ -61,9 +62,8 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
       if (row.required) bad_arg(tb, row.name, "is required but NULL", CC1D_ERR_NULL_POINTER);
       continue;
     }
-    const std::string shape_desc = expected_shape(tb, row, out.sym);
     if (t->ndim < row.min_rank || t->ndim > row.rank)
-      bad_arg(tb, row.name, "expected a " + rank_words(row) + " tensor " + shape_desc + ", got " +
+      bad_arg(tb, row.name, "expected a " + rank_words(row) + " tensor " + expected_shape(tb, row, out.sym) + ", got " +
                                 std::to_string(t->ndim) + "-D");
     if (t->device_type != CC1D_DEVICE_CPU && t->device_type != CC1D_DEVICE_CUDA)
       bad_arg(tb, row.name, "unknown device_type " + std::to_string(t->device_type) + " (expected 0=cpu or 1=cuda)");
@@ -135,8 +135,10 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
     if (numel > 0 && reinterpret_cast<uintptr_t>(ref.data) % dtype_size(ref.dtype) != 0)
       bad_arg(tb, row.name, "data pointer is not aligned to its " + std::to_string(dtype_size(ref.dtype)) +
                                 "-byte " + dtype_name(ref.dtype) + " elements");
-    byte_span(ref, std::string(tb.fn) + ": " + row.name + ": shape " + shape_string(t->shape, t->ndim) +
-                       " with strides " + shape_string(t->strides, t->ndim));
+    if (!byte_span(ref, &spans[r]))
+      bad_arg(tb, row.name, "shape " + shape_string(t->shape, t->ndim) + " with strides " +
+                                shape_string(t->strides, t->ndim) +
+                                " reaches past the 64-bit address space; the tensor is too large to address");
     if (row.role != Role::In && numel > 0)
       for (int i = 0; i < row.rank; ++i)
         if (ref.shape[i] > 1 && ref.strides[i] == 0)
@@ -151,11 +153,10 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
   // Written tensors must not share memory with anything else (reads would see partial writes).
   for (int w = 0; w < tb.nrows; ++w) {
     if (tb.rows[w].role == Role::In || !out.t[w].present()) continue;
-    const ByteSpan ws = byte_span(out.t[w], tb.rows[w].name);
     for (int o = 0; o < tb.nrows; ++o) {
       if (o == w || !out.t[o].present() || (tb.rows[w].may_overlap >> o & 1u)) continue;
       if (tb.rows[o].role != Role::In && o < w) continue;  // each written pair once
-      if (spans_overlap(ws, byte_span(out.t[o], tb.rows[o].name)))
+      if (spans_overlap(spans[w], spans[o]))
         bad_arg(tb, tb.rows[w].name, std::string("overlaps ") + tb.rows[o].name +
                                          " in memory; pass separate buffers");
     }

@@ -9,20 +9,20 @@
 
 namespace cc1d {
 
-// a * b, or throws CC1D_ERR_INVALID_ARGUMENT naming `what`.
-inline int64_t mul_checked(int64_t a, int64_t b, const std::string& what) {
+// a * b, or throws CC1D_ERR_INVALID_ARGUMENT naming `what` (a literal: nothing is built unless it fails).
+inline int64_t mul_checked(int64_t a, int64_t b, const char* what) {
   int64_t r;
   if (__builtin_mul_overflow(a, b, &r))
-    fail(CC1D_ERR_INVALID_ARGUMENT, what + ": " + std::to_string(a) + " * " + std::to_string(b) +
+    fail(CC1D_ERR_INVALID_ARGUMENT, std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) +
                                         " overflows 64-bit arithmetic; the tensor is too large to address");
   return r;
 }
 
 // a + b, or throws CC1D_ERR_INVALID_ARGUMENT naming `what`.
-inline int64_t add_checked(int64_t a, int64_t b, const std::string& what) {
+inline int64_t add_checked(int64_t a, int64_t b, const char* what) {
   int64_t r;
   if (__builtin_add_overflow(a, b, &r))
-    fail(CC1D_ERR_INVALID_ARGUMENT, what + ": " + std::to_string(a) + " + " + std::to_string(b) +
+    fail(CC1D_ERR_INVALID_ARGUMENT, std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) +
                                         " overflows 64-bit arithmetic; the tensor is too large to address");
   return r;
 }

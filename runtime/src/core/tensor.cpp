@@ -1,6 +1,5 @@
 #include "core/tensor.h"
 
-#include <utility>
 
 #include "core/checked.h"
 
@@ -44,20 +43,21 @@ int64_t TensorRef::numel() const {
   return n;
 }
 
-ByteSpan byte_span(const TensorRef& t, const std::string& what) {
-  ByteSpan s;
-  if (!t.given || t.data == nullptr) return s;
+bool byte_span(const TensorRef& t, ByteSpan* out) {
+  *out = ByteSpan{};
+  if (!t.given || t.data == nullptr) return true;
   int64_t last = 0;
   for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 0) return s;
-    last = add_checked(last, mul_checked(t.shape[i] - 1, t.strides[i], what), what);
+    if (t.shape[i] == 0) return true;
+    int64_t step;
+    if (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &step) || __builtin_add_overflow(last, step, &last))
+      return false;
   }
-  const int64_t bytes = mul_checked(add_checked(last, 1, what), dtype_size(t.dtype), what);
-  s.lo = reinterpret_cast<uintptr_t>(t.data);
-  if (__builtin_add_overflow(s.lo, static_cast<uintptr_t>(bytes), &s.hi))
-    fail(CC1D_ERR_INVALID_ARGUMENT, what + ": its " + std::to_string(bytes) +
-                                        " bytes starting at the data pointer run past the end of the address space");
-  return s;
+  int64_t bytes;
+  if (__builtin_add_overflow(last, 1, &bytes) || __builtin_mul_overflow(bytes, dtype_size(t.dtype), &bytes))
+    return false;
+  out->lo = reinterpret_cast<uintptr_t>(t.data);
+  return !__builtin_add_overflow(out->lo, static_cast<uintptr_t>(bytes), &out->hi);
 }
 
 bool spans_overlap(ByteSpan a, ByteSpan b) {

@@ -38,9 +38,9 @@ bool is_float_dtype(int32_t dtype);
 // "(2, 3, 17)" / "(5,)".
 std::string shape_string(const int64_t* shape, int ndim);
 
-// The byte span of a tensor, computed with overflow checks: throws CC1D_ERR_INVALID_ARGUMENT
-// naming `what` when the largest offset or the end address does not fit.
-ByteSpan byte_span(const TensorRef& t, const std::string& what);
+// The byte span of a tensor into *out; false when its largest offset or its end address does
+// not fit in 64 bits (the caller names the tensor in its error).
+bool byte_span(const TensorRef& t, ByteSpan* out);
 
 bool spans_overlap(ByteSpan a, ByteSpan b);
 
