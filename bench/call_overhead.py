@@ -6,7 +6,9 @@ packed arguments, straight to libcc1d) and the path through the torch operator.
         ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda]
 
 Each figure: the median (and the minimum) over 300 batches of 50 calls, per call. Short batches
-make a busy machine show up as spread between the two rather than in every figure.
+make a busy machine show up as spread between the two rather than in every figure. The last row,
+torch.empty_like on the tiny tensor, is a yardstick of this machine's Python and torch speed:
+compare runs on different machines through it.
 """
 import argparse
 import os
@@ -15,7 +17,7 @@ import time
 
 import torch
 
-from causal_conv1d import _lib, _op_fwd, _op_update, causal_conv1d_fn, causal_conv1d_update
+from causal_conv1d import _lib, _op_fwd, _pack, _op_update, causal_conv1d_fn, causal_conv1d_update
 
 
 def per_call_us(fn, batch=50, batches=300):
@@ -53,7 +55,7 @@ def main():
         lambda: causal_conv1d_fn(x, w, b, activation="silu", backend=backend))))
     rows.append(("  the same through torch.ops.causal_conv1d.fwd", per_call_us(
         lambda: torch.ops.causal_conv1d.fwd(x, w, b, None, None, False, True, backend))))
-    fargs = _lib.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out), activation=_lib.ACT_SILU,
+    fargs = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out), activation=_lib.ACT_SILU,
                            backend=_lib.BACKEND_IDS[backend],
                            stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)
     rows.append(("  C ABI call alone (cc1d_causal_conv1d_fwd via ctypes)", per_call_us(
@@ -71,11 +73,13 @@ def main():
         sync()
 
     rows.append(("causal_conv1d_update, batch 1, dim 4096 bf16, silu", per_call_us(update)))
-    uargs = _lib.fill_args(_op_update.CUpdateArgs, dict(x=xu, conv_state=st, weight=wu, bias=bu, out=outu),
+    uargs = _pack.fill_args(_op_update.CUpdateArgs, dict(x=xu, conv_state=st, weight=wu, bias=bu, out=outu),
                            activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS[backend],
                            stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)
     rows.append(("  C ABI call alone (cc1d_causal_conv1d_update via ctypes)", per_call_us(
         lambda: (lib.call("cc1d_causal_conv1d_update", uargs), sync()))))
+
+    rows.append(("yardstick: torch.empty_like of the (1, 8, 16) tensor", per_call_us(lambda: torch.empty_like(x))))
 
     print("| call | median us | min us |")
     print("|---|---|---|")

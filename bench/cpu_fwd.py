@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from causal_conv1d import _lib, _op_fwd, causal_conv1d_fn
+from causal_conv1d import _lib, _op_fwd, _pack, causal_conv1d_fn
 
 
 def median_time(fn, reps):
@@ -70,7 +70,7 @@ def main():
                 b = torch.randn(D, dtype=dtype)
                 out = torch.empty_like(x)
                 out.fill_(0)  # pages touched once, as a caller reusing a buffer would have them
-                cargs = _lib.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out),
+                cargs = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out),
                                        activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS["cpu"], stream=None)
                 nbytes = 2 * x.numel() * x.element_size()
                 t_kernel = median_time(lambda: lib.call("cc1d_causal_conv1d_fwd", cargs), reps)

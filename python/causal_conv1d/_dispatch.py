@@ -149,7 +149,7 @@ def _clear_caches() -> None:
     with _cache_lock:
         _plan_cache.clear()
         _broken.clear()
-        _choices.clear()
+        _routes.clear()
 
 
 def _device_str(device: torch.device) -> str:
@@ -236,6 +236,78 @@ def _make_plan(op: str, asked: Optional[str], codes) -> _lib.Plan:
 def _mark_broken(backend: str, device_type: int, index: int, why: str) -> None:
     with _cache_lock:
         _broken[(backend, device_type, index)] = why
+        _routes.clear()
+
+
+# ---- the direct route -------------------------------------------------------------------------
+
+
+class Route(NamedTuple):
+    """A libcc1d backend that serves a call on the tensors where they are, and the answer
+    last_backend() gives for it."""
+
+    backend_id: int
+    choice: BackendChoice
+
+
+_routes: dict = {}
+_NOT_CACHED = object()
+# Statuses of a call libcc1d refused before choosing a backend: its arguments are wrong.
+INVALID_CALL = (_lib.ERR_INVALID_ARGUMENT, _lib.ERR_INVALID_TYPE, _lib.ERR_NULL_POINTER)
+
+
+def route(op: str, t: torch.Tensor, backend: Optional[str]) -> Optional[Route]:
+    """Where a call of `op` on t's device goes when it needs none of run()'s machinery: the
+    plan's first candidate is a libcc1d backend that runs on the tensors where they are (no host
+    copies, no fallback to announce, nothing broken). None otherwise: run() decides. Cached
+    under plan()'s key."""
+    if t.is_cuda:
+        index = t.get_device()
+    elif t.is_cpu:
+        index = -1
+    else:
+        return None
+    key = (op, backend, _context_backend.get(), index, _getenv(b"CAUSAL_CONV1D_BACKEND"),
+           _getenv(b"CAUSAL_CONV1D_STRICT"))
+    r = _routes.get(key, _NOT_CACHED)
+    if r is _NOT_CACHED:
+        device = t.device
+        p = plan(op, device, backend)
+        c = p.candidates[0] if p.candidates else None
+        r = None
+        if c is not None and c.available and not c.host_copies and not c.runs_in_host:
+            r = Route(_lib.BACKEND_IDS[c.backend], _choice(p, c, device, [], op))
+        with _cache_lock:
+            _routes[key] = r
+    return r
+
+
+def served(r: Route) -> None:
+    """Records a call that went by route() (last_backend(), the debug log)."""
+    _tls.last = r.choice
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("%s served by %s", r.choice.op, r.choice)
+
+
+def call_direct(r: Route, entry: str, args, op_call: Callable[[], OpCall], backend: str) -> bool:
+    """An op's fast path: libcc1d's `entry` with packed `args`, for a call that went by route r.
+    False when libcc1d refused the arguments (it wrote nothing; the caller validates in Python to
+    word the error as every backend does). Any other failure is run()'s to handle, with the
+    OpCall that op_call() builds for the same tensors."""
+    try:
+        _lib.library().call(entry, args)
+    except _lib.LibraryError as e:
+        if e.status in INVALID_CALL:
+            return False
+        run(op_call(), backend or None, error=e)
+        return True
+    served(r)
+    return True
+
+
+def stream_of(t: torch.Tensor):
+    """The current CUDA stream of t's device (None for host tensors): where libcc1d launches."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
 
 
 # ---- announcing fallbacks -----------------------------------------------------------------
@@ -297,9 +369,6 @@ def _run_with_host_copies(call: OpCall, backend_id: int) -> None:
             call.tensors[name].copy_(host[name])
 
 
-_choices: dict = {}  # id(plan) -> (plan, device, op, BackendChoice of its first candidate)
-
-
 def _choice(p: _lib.Plan, c: _lib.Candidate, device: torch.device, failures: list, op: str) -> BackendChoice:
     dstr = _device_str(device)
     if p.requested == "auto":
@@ -314,9 +383,22 @@ def _choice(p: _lib.Plan, c: _lib.Candidate, device: torch.device, failures: lis
                          fallback_from=tuple(failures), host_copies=c.host_copies, op=op)
 
 
-def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
-    """Runs `call` with the first backend of the plan that can serve it; returns the choice."""
+def run(call: OpCall, backend: Optional[str] = None, error: Optional[Exception] = None) -> BackendChoice:
+    """Runs `call` with the first backend of the plan that can serve it; returns the choice.
+    The common case goes by route(); anything else (another backend, a fallback, a failure, after
+    which libcc1d has written nothing) walks the plan. `error`: what the call by route() already
+    raised (an op's fast path), taken as the first backend's answer instead of calling again."""
     device = call.device
+    x = next(iter(call.tensors.values()))  # the first tensor; every tensor of a call is on its device
+    r = route(call.op, x, backend) if error is None else None
+    if r is not None:
+        try:
+            call.run_lib(call.tensors, r.backend_id, stream_of(x))
+        except _lib.LibraryError as e:
+            error = e  # the walk below retries, falls back or raises
+        else:
+            served(r)
+            return r.choice
     p = plan(call.op, device, backend)
     failures = []
     for i, c in enumerate(p.candidates):
@@ -326,13 +408,15 @@ def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
         if failures:
             _announce_fallback(failures, c.backend, device, c.host_copies, p.strict)
         try:
+            if error is not None:  # the first available candidate is the route's backend
+                pending, error = error, None
+                raise pending
             if c.runs_in_host:
                 call.run_aten()
             elif c.host_copies:
                 _run_with_host_copies(call, _lib.BACKEND_IDS[c.backend])
             else:
-                stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
-                call.run_lib(call.tensors, _lib.BACKEND_IDS[c.backend], stream)
+                call.run_lib(call.tensors, _lib.BACKEND_IDS[c.backend], stream_of(x))
         except _lib.LibraryRuntimeError as e:
             retryable = e.status in (_lib.ERR_UNSUPPORTED, _lib.ERR_BACKEND_UNAVAILABLE, _lib.ERR_COMPILE)
             # Remember a backend that cannot work here, so later calls neither retry nor warn again.
@@ -347,15 +431,7 @@ def run(call: OpCall, backend: Optional[str] = None) -> BackendChoice:
                     f"causal_conv1d: backend '{c.backend}' (requested by {p.source}) cannot serve "
                     f"{_device_str(device)}: {e}", e.status) from e
             raise
-        if failures:
-            choice = _choice(p, c, device, failures, call.op)
-        else:  # the common case: the same answer every call (plans are cached, so is this)
-            e = _choices.get(id(p))
-            if e is not None and e[0] is p and e[2] == call.op and e[1] == device:
-                choice = e[3]
-            else:
-                choice = _choice(p, c, device, failures, call.op)
-                _choices[id(p)] = (p, device, call.op, choice)
+        choice = _choice(p, c, device, failures, call.op)
         _tls.last = choice
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s served by %s", call.op, choice)

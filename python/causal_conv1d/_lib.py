@@ -2,7 +2,8 @@
 
 Nothing here links libtorch: tensors are described to the library by data pointer, dtype,
 device, shape and strides (in elements), and CUDA work is queued on the caller's stream. This
-module knows no op: each op module builds its own argument struct and calls `Library.call`.
+module knows no op: each op module packs its own argument struct (_pack.py) and calls
+`Library.call`.
 
 The constants below are copies of cc1d.h's; tests/python/test_c_abi.py parses the header and
 proves they match. The backend and op names are read from the loaded library.
@@ -21,7 +22,6 @@ import ctypes
 import json
 import logging
 import os
-import struct
 import threading
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
@@ -209,129 +209,6 @@ def error_for_status(status: int, message: str) -> LibraryError:
     if status == ERR_INVALID_TYPE:
         return LibraryTypeError(status, message)
     return LibraryRuntimeError(status, message)
-
-
-# ---- tensors -> structs ---------------------------------------------------------------------
-
-
-_DTYPE_CODES: dict = {}
-
-
-def _dtype_codes() -> dict:
-    import torch
-
-    _DTYPE_CODES.update({torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16,
-                         torch.int32: INT32})
-    return _DTYPE_CODES
-
-
-def dtype_code(dtype) -> int:
-    try:
-        return (_DTYPE_CODES or _dtype_codes())[dtype]
-    except KeyError:
-        raise TypeError(f"libcc1d has no element type for {dtype}; expected float32, float16, "
-                        f"bfloat16 (or int32 for indices)") from None
-
-
-def device_codes(device) -> tuple:
-    if device.type == "cpu":
-        return DEVICE_CPU, 0
-    if device.type == "cuda":
-        return DEVICE_CUDA, 0 if device.index is None else int(device.index)
-    raise ValueError(f"libcc1d serves cpu and cuda tensors; got a tensor on {device}")
-
-
-def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = None,
-                  shape: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None,
-                  data: Optional[int] = None) -> CTensor:
-    """Describes torch tensor `t` as a cc1d_tensor. Keyword overrides exist for ABI tests."""
-    s = CTensor()
-    shape = tuple(t.shape) if shape is None else tuple(shape)
-    strides = tuple(t.stride()) if strides is None else tuple(strides)
-    if len(shape) > MAX_RANK or len(strides) != len(shape):
-        raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK} with one stride per dim; got shape "
-                         f"{shape} and strides {strides}")
-    ptr = t.data_ptr() if data is None else data
-    s.data = ptr if ptr else None
-    s.dtype = dtype_code(t.dtype) if dtype is None else dtype
-    s.device_type, s.device_index = device_codes(t.device) if device is None else device
-    s.ndim = len(shape)
-    for i, (n, st) in enumerate(zip(shape, strides)):
-        s.shape[i] = n
-        s.strides[i] = st
-    return s
-
-
-# The hot path packs an op's argument struct and its tensors' cc1d_tensor descriptors into one
-# buffer with struct.pack_into: far cheaper than setting ctypes fields one by one. The layouts
-# come from the ctypes definitions above (which tests/python/test_c_abi.py checks against cc1d.h).
-# One format per rank: unused shape and stride slots are pad bytes, left zero.
-_TENSOR = [struct.Struct(f"@Piiii{n}q{8 * (MAX_RANK - n)}x{n}q{8 * (MAX_RANK - n)}x") for n in range(MAX_RANK + 1)]
-assert all(t.size == ctypes.sizeof(CTensor) for t in _TENSOR), "cc1d_tensor layout mismatch"
-_TENSOR_BYTES = ctypes.sizeof(CTensor)
-_SCALAR_FORMATS = {ctypes.c_uint32: "@I", ctypes.c_int32: "@i", ctypes.c_void_p: "@P"}  # "@" dropped when joined
-
-
-class _ArgsLayout(NamedTuple):
-    size: int
-    tensors: dict  # field name -> offset of its cc1d_tensor* member
-    scalars: tuple  # the scalar field names after struct_size, in order
-    header: struct.Struct  # struct_size and the scalars at their offsets (pointers: pad bytes)
-
-
-_layouts: dict = {}
-
-
-def _args_layout(struct_type) -> _ArgsLayout:
-    lay = _layouts.get(struct_type)
-    if lay is None:
-        tensors, scalars, fmt, at = {}, [], "@", 0
-        for name, ctype in struct_type._fields_:
-            offset = getattr(struct_type, name).offset
-            if ctype is ctypes.POINTER(CTensor):
-                tensors[name] = offset
-                continue
-            fmt += f"{offset - at}x" + _SCALAR_FORMATS[ctype][1:]
-            at = offset + ctypes.sizeof(ctype)
-            if name != "struct_size":
-                scalars.append(name)
-        header = struct.Struct(fmt)
-        assert struct_type._fields_[0][0] == "struct_size" and header.size <= ctypes.sizeof(struct_type)
-        lay = _layouts[struct_type] = _ArgsLayout(ctypes.sizeof(struct_type), tensors, tuple(scalars), header)
-    return lay
-
-
-def fill_args(struct_type, tensors: dict, **scalars):
-    """An op's argument struct (struct_type, a ctypes.Structure with struct_size first) packed
-    into one buffer with a cc1d_tensor for each tensor after it: each tensor field points to its
-    descriptor (None stays NULL), the scalar fields as given (None is 0), struct_size set. The
-    tensors share the first one's device (validation has checked they do). Pass the buffer to
-    Library.call; struct_type.from_buffer(buf) reads it back."""
-    lay = _args_layout(struct_type)
-    present = [(name, t) for name, t in tensors.items() if t is not None]
-    buf = ctypes.create_string_buffer(lay.size + _TENSOR_BYTES * len(present))
-    base = ctypes.addressof(buf)
-    # The header first: its pad bytes (where the tensor pointers go) are written as zeros.
-    lay.header.pack_into(buf, 0, lay.size, *[scalars.get(name) or 0 for name in lay.scalars])
-    offset = lay.size
-    tensor_offsets, pack_ptr = lay.tensors, _PTR.pack_into
-    codes = _DTYPE_CODES or _dtype_codes()
-    dev_type, dev_index = device_codes(present[0][1].device) if present else (DEVICE_CPU, 0)
-    for name, t in present:  # one device for all (the op's validation checked it)
-        shape = t.shape
-        if len(shape) > MAX_RANK:
-            raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK}; argument '{name}' has shape {tuple(shape)}")
-        dt = codes.get(t.dtype)
-        if dt is None:
-            dtype_code(t.dtype)  # raises the TypeError
-        _TENSOR[len(shape)].pack_into(buf, offset, t.data_ptr(), dt, dev_type, dev_index, len(shape), *shape,
-                                      *t.stride())
-        pack_ptr(buf, tensor_offsets[name], base + offset)
-        offset += _TENSOR_BYTES
-    return buf
-
-
-_PTR = struct.Struct("@P")
 
 
 class Candidate(NamedTuple):

@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _dispatch, _lib, _op_fwd, _ops
+from . import _dispatch, _lib, _op_fwd, _ops, _pack
 from ._validate import FLOAT_DTYPES, Arg, Table, check
 
 TABLE = Table(
@@ -158,10 +158,10 @@ def bwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], dout: Tensor, se
     scalars = dict(activation=_lib.ACT_SILU if silu else _lib.ACT_NONE, deterministic=int(bool(deterministic)))
 
     def run_lib(t, backend_id, stream):
-        args = _lib.fill_args(CBwdArgs, t, backend=backend_id, stream=stream, **scalars)
+        args = _pack.fill_args(CBwdArgs, t, backend=backend_id, stream=stream, **scalars)
         ws = _workspace(t, args)
         if ws is not None:
-            args = _lib.fill_args(CBwdArgs, dict(t, workspace=ws), backend=backend_id, stream=stream, **scalars)
+            args = _pack.fill_args(CBwdArgs, dict(t, workspace=ws), backend=backend_id, stream=stream, **scalars)
         _lib.library().call("cc1d_causal_conv1d_bwd", args)
 
     def run_aten():

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _dispatch, _lib, _op_bwd, _ops
+from . import _dispatch, _lib, _op_bwd, _ops, _pack
 from ._validate import FLOAT_DTYPES, Arg, Table, check
 
 TABLE = Table(
@@ -133,17 +133,13 @@ def alloc_outputs(x: Tensor, width: int, return_final_states: bool) -> Tuple[Ten
     return out, fs
 
 
-def fwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Optional[Tensor],
-             initial_states: Optional[Tensor], return_final_states: bool, silu: bool,
-             backend: str) -> Tuple[Tensor, Tensor]:
-    """Allocates the outputs, then lets the selected backend write them."""
-    out, fs = alloc_outputs(x, weight.shape[1], return_final_states)
-    _ops.poison(out, fs)
-    final = fs if return_final_states else None
+_ARGS = _pack.packer(CFwdArgs)
 
+
+def _op_call(x, weight, bias, seq_idx, initial_states, silu: bool, out, final) -> _dispatch.OpCall:
     def run_lib(t, backend_id, stream):
-        args = _lib.fill_args(CFwdArgs, t, activation=_lib.ACT_SILU if silu else _lib.ACT_NONE,
-                              backend=backend_id, stream=stream)
+        args = _pack.fill_args(CFwdArgs, t, activation=_lib.ACT_SILU if silu else _lib.ACT_NONE,
+                               backend=backend_id, stream=stream)
         _lib.library().call("cc1d_causal_conv1d_fwd", args)
 
     def run_aten():
@@ -152,11 +148,45 @@ def fwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Optiona
         if final is not None:
             final.copy_(f)
 
-    call = _dispatch.OpCall(
+    return _dispatch.OpCall(
         op="fwd", device=x.device, written=("out", "final_states"), run_lib=run_lib, run_aten=run_aten,
         tensors=dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states, out=out,
                      final_states=final))
-    _dispatch.run(call, backend or None)
+
+
+def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool, backend: str):
+    """An eager call that a libcc1d backend serves where the tensors are (_dispatch.route):
+    allocate, pack, call, with libcc1d's validation the only one. Returns (out, final_states or
+    None), or None when the call takes the full path instead: another backend or a fallback to
+    announce, or arguments libcc1d refused (nothing written; the full path's validation words
+    the error)."""
+    try:
+        r = _dispatch.route("fwd", x, backend)
+        if r is None:
+            return None
+        if return_final_states:
+            out, fs = alloc_outputs(x, weight.shape[1], True)
+        else:  # the op's empty final_states is for its schema: not made here
+            out, fs = torch.empty_like(x), None
+        _ops.poison(out, fs)
+        args = _ARGS.pack((x, weight, bias, seq_idx, initial_states, out, fs),
+                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)))
+    except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a bad rank, a dtype)
+        return None
+    if not _dispatch.call_direct(r, "cc1d_causal_conv1d_fwd", args,
+                                 lambda: _op_call(x, weight, bias, seq_idx, initial_states, silu, out, fs), backend):
+        return None
+    return out, fs
+
+
+def fwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Optional[Tensor],
+             initial_states: Optional[Tensor], return_final_states: bool, silu: bool,
+             backend: str) -> Tuple[Tensor, Tensor]:
+    """Allocates the outputs, then lets the selected backend write them."""
+    out, fs = alloc_outputs(x, weight.shape[1], return_final_states)
+    _ops.poison(out, fs)
+    _dispatch.run(_op_call(x, weight, bias, seq_idx, initial_states, silu, out, fs if return_final_states else None),
+                  backend or None)
     return out, fs
 
 

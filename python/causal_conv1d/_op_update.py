@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _dispatch, _lib, _ops
+from . import _dispatch, _lib, _ops, _pack
 from ._validate import FLOAT_DTYPES, Arg, Table, check, check_activation
 
 TABLE = Table(
@@ -148,18 +148,13 @@ def ref_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Ten
 # ---- the op -------------------------------------------------------------------------------
 
 
-def update_impl(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Tensor],
-                cache_seqlens: Optional[Tensor], conv_state_indices: Optional[Tensor], silu: bool,
-                backend: str) -> Tensor:
-    """Allocates the output, then lets the selected backend write it and the state."""
-    if x.device.type == "cuda" and os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() not in ("", "0"):
-        check_index_values(x, conv_state, cache_seqlens, conv_state_indices, "causal_conv1d_update")
-    out = torch.empty_like(x)
-    _ops.poison(out)
+_ARGS = _pack.packer(CUpdateArgs)
 
+
+def _op_call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, out) -> _dispatch.OpCall:
     def run_lib(t, backend_id, stream):
-        args = _lib.fill_args(CUpdateArgs, t, activation=_lib.ACT_SILU if silu else _lib.ACT_NONE,
-                              backend=backend_id, stream=stream)
+        args = _pack.fill_args(CUpdateArgs, t, activation=_lib.ACT_SILU if silu else _lib.ACT_NONE,
+                               backend=backend_id, stream=stream)
         _lib.library().call("cc1d_causal_conv1d_update", args)
 
     def run_aten():
@@ -167,11 +162,44 @@ def update_impl(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Te
             check_index_values(x, conv_state, cache_seqlens, conv_state_indices, "causal_conv1d_update")
         out.copy_(ref_update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices))
 
-    call = _dispatch.OpCall(
+    return _dispatch.OpCall(
         op="update", device=x.device, written=("out", "conv_state"), run_lib=run_lib, run_aten=run_aten,
         tensors=dict(x=x, conv_state=conv_state, weight=weight, bias=bias, cache_seqlens=cache_seqlens,
                      conv_state_indices=conv_state_indices, out=out))
-    _dispatch.run(call, backend or None)
+
+
+def _check_indices() -> bool:
+    return os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() not in ("", "0")
+
+
+def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str):
+    """An eager call that a libcc1d backend serves where the tensors are: as _op_fwd.fast (out,
+    or None for the full path). CUDA calls under CAUSAL_CONV1D_CHECK_INDICES take the full path."""
+    try:
+        r = _dispatch.route("update", x, backend)
+        if r is None or (x.is_cuda and _check_indices()):
+            return None
+        out = torch.empty_like(x)
+        _ops.poison(out)
+        args = _ARGS.pack((x, conv_state, weight, bias, cache_seqlens, conv_state_indices, out),
+                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)))
+    except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a dtype, a device)
+        return None
+    if not _dispatch.call_direct(r, "cc1d_causal_conv1d_update", args, lambda: _op_call(
+            x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, out), backend):
+        return None
+    return out
+
+
+def update_impl(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Tensor],
+                cache_seqlens: Optional[Tensor], conv_state_indices: Optional[Tensor], silu: bool,
+                backend: str) -> Tensor:
+    """Allocates the output, then lets the selected backend write it and the state."""
+    if x.is_cuda and _check_indices():
+        check_index_values(x, conv_state, cache_seqlens, conv_state_indices, "causal_conv1d_update")
+    out = torch.empty_like(x)
+    _ops.poison(out)
+    _dispatch.run(_op_call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, out), backend or None)
     return out
 
 
@@ -201,9 +229,13 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
     """
     fn = "causal_conv1d_update"
     silu = check_activation(activation, fn)
-    check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, fn=fn)
     if backend is not None:
         backend = _dispatch.check_backend_name(backend, f"{fn}: argument 'backend'")
+    if _dispatch.eager_ok(x, conv_state, weight, bias, cache_seqlens, conv_state_indices):
+        out = fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend or "")
+        if out is not None:
+            return out
+    check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, fn=fn)
     return update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend or "")
 
 

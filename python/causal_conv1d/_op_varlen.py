@@ -32,7 +32,7 @@ import os
 import torch
 from torch import Tensor
 
-from . import _dispatch, _lib, _ops
+from . import _dispatch, _lib, _ops, _pack
 from ._validate import FLOAT_DTYPES, Arg, Table, check
 
 TABLE = Table(
@@ -142,7 +142,7 @@ def varlen_states_impl(x: Tensor, cu_seqlens: Tensor, state_len: int, backend: s
     _ops.poison(out)
 
     def run_lib(t, backend_id, stream):
-        args = _lib.fill_args(CVarlenStatesArgs, t, backend=backend_id, stream=stream)
+        args = _pack.fill_args(CVarlenStatesArgs, t, backend=backend_id, stream=stream)
         _lib.library().call("cc1d_causal_conv1d_varlen_states", args)
 
     def run_aten():

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import causal_conv1d
-from causal_conv1d import _lib, _ops
+from causal_conv1d import _lib, _ops, _pack
 from causal_conv1d._op_bwd import causal_conv1d_bwd
 from helpers import DEV_BACKENDS, make_bwd_case, make_seq_idx, make_states, make_x, randn
 from reference import assert_grad, reference_grads
@@ -153,7 +153,7 @@ def test_deterministic_env_var_is_read_by_libcc1d(gen, monkeypatch):
     x = randn((3, 5, 5000), gen, torch.float16)
     w = randn((5, 4), gen, torch.float32)
     dw = torch.empty_like(w)
-    args = _lib.fill_args(CBwdArgs, dict(x=x, weight=w, dout=x, dweight=dw), backend=_lib.BACKEND_IDS["emulate"])
+    args = _pack.fill_args(CBwdArgs, dict(x=x, weight=w, dout=x, dweight=dw), backend=_lib.BACKEND_IDS["emulate"])
     lib = _lib.library()
     monkeypatch.delenv("CAUSAL_CONV1D_DETERMINISTIC", raising=False)
     assert lib.query("cc1d_causal_conv1d_bwd_workspace", args) == 5 * 5

@@ -17,7 +17,8 @@ import torch
 
 import causal_conv1d
 from causal_conv1d import _lib
-from causal_conv1d._lib import CTensor, tensor_struct
+from causal_conv1d._lib import CTensor
+from causal_conv1d._pack import tensor_struct
 from causal_conv1d._op_fwd import CFwdArgs
 from reference import assert_matches, reference_final_states
 
@@ -465,7 +466,8 @@ def test_log_level_means_the_same_on_both_sides():
             "import logging; print(logging.getLogger('causal_conv1d').getEffectiveLevel(), lib.dll.cc1d_get_log_level())\n"
             "from test_c_abi import Call\n"
             "c = Call(lib); c.args.activation = 7; c.run()\n")
-    env = dict(os.environ, CAUSAL_CONV1D_LOG_LEVEL="debug", PYTHONPATH=str(Path(__file__).parent))
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, CAUSAL_CONV1D_LOG_LEVEL="debug", PYTHONPATH=path)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["10", "1"]  # logging.DEBUG, CC1D_LOG_DEBUG

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import causal_conv1d
-from causal_conv1d import _lib, causal_conv1d_fn, causal_conv1d_update, causal_conv1d_update_ref
+from causal_conv1d import _lib, _pack, causal_conv1d_fn, causal_conv1d_update, causal_conv1d_update_ref
 
 from helpers import DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, randn
 from reference import TOL, reference_update
@@ -198,7 +198,7 @@ def test_library_rejects_bad_indices_before_writing(lib, gen):
     _bad_index(a)
     out = torch.full_like(a["x"], float("nan"))
     before = a["conv_state"].clone()
-    args = _lib.fill_args(CUpdateArgs, dict(x=a["x"], conv_state=a["conv_state"], weight=a["weight"],
+    args = _pack.fill_args(CUpdateArgs, dict(x=a["x"], conv_state=a["conv_state"], weight=a["weight"],
                                             bias=a["bias"], cache_seqlens=a["cache_seqlens"],
                                             conv_state_indices=a["conv_state_indices"], out=out),
                           activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS["cpu"], stream=None)

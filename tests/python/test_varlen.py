@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import causal_conv1d
-from causal_conv1d import _lib
+from causal_conv1d import _lib, _pack
 from causal_conv1d.causal_conv1d_varlen import causal_conv1d_varlen_states, causal_conv1d_varlen_states_ref
 
 from helpers import DEV_BACKENDS, FLOATS, HAS_CUDA, randn
@@ -222,7 +222,7 @@ def test_library_rejects_bad_values_before_writing(lib, gen):
     a = _valid(gen)
     _decreasing(a)
     out = torch.full((4, 3, 8), float("nan")).transpose(1, 2)
-    args = _lib.fill_args(CVarlenStatesArgs, dict(x=a["x"], cu_seqlens=a["cu_seqlens"], out=out),
+    args = _pack.fill_args(CVarlenStatesArgs, dict(x=a["x"], cu_seqlens=a["cu_seqlens"], out=out),
                           backend=_lib.BACKEND_IDS["cpu"], stream=None)
     assert lib.call_status("cc1d_causal_conv1d_varlen_states", args) == _lib.ERR_INVALID_ARGUMENT
     assert "cu_seqlens[2]" in lib.last_error()

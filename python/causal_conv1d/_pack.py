@@ -1,0 +1,160 @@
+"""Torch tensors to libcc1d's C structs: the cc1d_tensor descriptor and an op's argument struct.
+
+Every op's argument struct (cc1d.h) is `struct_size`, then its `const cc1d_tensor*` members,
+then its scalars. ArgPacker packs such a struct and one cc1d_tensor per present tensor into a
+single buffer with one struct.pack_into call (the format is made once per pattern of ranks and
+absent arguments): setting ctypes fields one by one costs tens of microseconds per call.
+
+Each descriptor carries its own tensor's device, so libcc1d's validation sees a tensor on the
+wrong device. A tensor libcc1d cannot describe (a dtype or device it has no code for, a rank
+above MAX_RANK, a sparse layout) raises here; the op's own validation words that error for
+users, which is why the ops validate in Python before the slow path packs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Optional, Sequence
+
+from ._lib import BFLOAT16, DEVICE_CPU, DEVICE_CUDA, FLOAT16, FLOAT32, INT32, MAX_RANK, CTensor
+
+_DTYPE_CODES: dict = {}
+
+
+def _dtype_codes() -> dict:
+    import torch
+
+    _DTYPE_CODES.update({torch.float32: FLOAT32, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16,
+                         torch.int32: INT32})
+    return _DTYPE_CODES
+
+
+def dtype_code(dtype) -> int:
+    try:
+        return (_DTYPE_CODES or _dtype_codes())[dtype]
+    except KeyError:
+        raise TypeError(f"libcc1d has no element type for {dtype}; expected float32, float16, "
+                        f"bfloat16 (or int32 for indices)") from None
+
+
+def device_codes(device) -> tuple:
+    if device.type == "cpu":
+        return DEVICE_CPU, 0
+    if device.type == "cuda":
+        return DEVICE_CUDA, 0 if device.index is None else int(device.index)
+    raise ValueError(f"libcc1d serves cpu and cuda tensors; got a tensor on {device}")
+
+
+def tensor_struct(t, *, dtype: Optional[int] = None, device: Optional[tuple] = None,
+                  shape: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None,
+                  data: Optional[int] = None) -> CTensor:
+    """Describes torch tensor `t` as a cc1d_tensor. Keyword overrides exist for ABI tests."""
+    s = CTensor()
+    shape = tuple(t.shape) if shape is None else tuple(shape)
+    strides = tuple(t.stride()) if strides is None else tuple(strides)
+    if len(shape) > MAX_RANK or len(strides) != len(shape):
+        raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK} with one stride per dim; got shape "
+                         f"{shape} and strides {strides}")
+    ptr = t.data_ptr() if data is None else data
+    s.data = ptr if ptr else None
+    s.dtype = dtype_code(t.dtype) if dtype is None else dtype
+    s.device_type, s.device_index = device_codes(t.device) if device is None else device
+    s.ndim = len(shape)
+    for i, (n, st) in enumerate(zip(shape, strides)):
+        s.shape[i] = n
+        s.strides[i] = st
+    return s
+
+
+# One cc1d_tensor per rank: unused shape and stride slots are pad bytes, left zero.
+_TENSOR_FORMATS = [f"Piiii{n}q{8 * (MAX_RANK - n)}x{n}q{8 * (MAX_RANK - n)}x" for n in range(MAX_RANK + 1)]
+_TENSOR_BYTES = ctypes.sizeof(CTensor)
+assert all(struct.calcsize("@" + f) == _TENSOR_BYTES for f in _TENSOR_FORMATS), "cc1d_tensor layout mismatch"
+_SCALAR_FORMATS = {ctypes.c_uint32: "I", ctypes.c_int32: "i", ctypes.c_void_p: "P"}
+
+
+class ArgPacker:
+    """Packs one op's argument struct (a ctypes.Structure: struct_size, the tensor pointers, the
+    scalars) with its tensors' descriptors after it, in one buffer."""
+
+    def __init__(self, struct_type):
+        self.struct_type = struct_type
+        self.size = ctypes.sizeof(struct_type)
+        fields = struct_type._fields_
+        tensor_type = ctypes.POINTER(CTensor)
+        self.tensors = tuple(n for n, t in fields if t is tensor_type)
+        self.scalars = tuple(n for n, t in fields[1 + len(self.tensors):])
+        assert fields[0][0] == "struct_size" and all(t is tensor_type for _, t in fields[1:1 + len(self.tensors)]) \
+            and all(t is not tensor_type for _, t in fields[1 + len(self.tensors):]), \
+            f"{struct_type.__name__}: expected struct_size, the tensor pointers, then the scalars"
+        fmt, at = "@", 0
+        for name, ctype in fields:
+            offset = getattr(struct_type, name).offset
+            fmt += f"{offset - at}x" + ("P" if ctype is tensor_type else _SCALAR_FORMATS[ctype])
+            at = offset + ctypes.sizeof(ctype)
+        self._header = fmt + f"{self.size - at}x"
+        assert struct.calcsize(self._header) == self.size, f"{struct_type.__name__}: layout mismatch"
+        self._formats: dict = {}  # ranks (None for an absent tensor) -> struct.Struct
+
+    def _format(self, ranks: tuple) -> struct.Struct:
+        f = self._formats.get(ranks)
+        if f is None:
+            f = self._formats[ranks] = struct.Struct(
+                self._header + "".join(_TENSOR_FORMATS[r] for r in ranks if r is not None))
+        return f
+
+    def pack(self, tensors: Sequence, scalars: Sequence):
+        """The buffer for `tensors` (in the struct's order, None for an absent one) and `scalars`
+        (in order; None is 0). Raises TypeError/ValueError for a tensor libcc1d cannot describe."""
+        codes = _DTYPE_CODES or _dtype_codes()
+        ranks, descs = [], []
+        for t in tensors:
+            if t is None:
+                ranks.append(None)
+                continue
+            shape = t.shape
+            n = len(shape)
+            if n > MAX_RANK:
+                raise ValueError(f"cc1d_tensor holds rank 0..{MAX_RANK}; got shape {tuple(shape)}")
+            dt = codes.get(t.dtype)
+            if dt is None:
+                dtype_code(t.dtype)  # raises the TypeError
+            if t.is_cuda:
+                dev, index = DEVICE_CUDA, t.get_device()
+            elif t.is_cpu:
+                dev, index = DEVICE_CPU, 0
+            else:
+                raise ValueError(f"libcc1d serves cpu and cuda tensors; got a tensor on {t.device}")
+            ranks.append(n)
+            descs += (t.data_ptr(), dt, dev, index, n, *shape, *t.stride())
+        fmt = self._format(tuple(ranks))
+        buf = ctypes.create_string_buffer(fmt.size)
+        at = ctypes.addressof(buf) + self.size
+        ptrs = []
+        for r in ranks:
+            ptrs.append(0 if r is None else at)
+            at += 0 if r is None else _TENSOR_BYTES
+        fmt.pack_into(buf, 0, self.size, *ptrs, *[v or 0 for v in scalars], *descs)
+        return buf
+
+
+_packers: dict = {}
+
+
+def packer(struct_type) -> ArgPacker:
+    p = _packers.get(struct_type)
+    if p is None:
+        p = _packers[struct_type] = ArgPacker(struct_type)
+    return p
+
+
+def fill_args(struct_type, tensors: dict, **scalars):
+    """An op's argument struct packed with its tensors (name -> tensor or None; names not given
+    are NULL) and its scalars by name (absent: 0). Pass the buffer to Library.call;
+    struct_type.from_buffer(buf) reads it back."""
+    p = packer(struct_type)
+    unknown = tensors.keys() - set(p.tensors)
+    if unknown:
+        raise KeyError(f"{struct_type.__name__} has no tensor field {', '.join(sorted(unknown))}")
+    return p.pack([tensors.get(n) for n in p.tensors], [scalars.get(n) for n in p.scalars])
