@@ -22,7 +22,7 @@ struct SimdKernels {
   // elements, row after row, in dtype xd, shift left by one and take x (n contiguous elements);
   // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias
   // (n, or NULL) in dtype wd, out n contiguous elements of xd. Index W-1; nullptr for a width
-  // that is not a power of two.
+  // other than 2, 4 and 8.
   void (*const* decode_rows)(int xd, void* state, const void* x, int wd, const void* w, const void* bias, bool silu,
                              void* out, long long n);
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
