@@ -95,13 +95,19 @@ class ArgPacker:
             at = offset + ctypes.sizeof(ctype)
         self._header = fmt + f"{self.size - at}x"
         assert struct.calcsize(self._header) == self.size, f"{struct_type.__name__}: layout mismatch"
-        self._formats: dict = {}  # ranks (None for an absent tensor) -> struct.Struct
+        self._formats: dict = {}  # ranks (None for an absent tensor) -> _format()
 
-    def _format(self, ranks: tuple) -> struct.Struct:
+    def _format(self, ranks: tuple):
+        """(struct.Struct of the whole buffer, its ctypes array type, each tensor pointer's
+        offset from the buffer's start or None) for this pattern of ranks."""
         f = self._formats.get(ranks)
         if f is None:
-            f = self._formats[ranks] = struct.Struct(
-                self._header + "".join(_TENSOR_FORMATS[r] for r in ranks if r is not None))
+            fmt = struct.Struct(self._header + "".join(_TENSOR_FORMATS[r] for r in ranks if r is not None))
+            offsets, at = [], self.size
+            for r in ranks:
+                offsets.append(None if r is None else at)
+                at += 0 if r is None else _TENSOR_BYTES
+            f = self._formats[ranks] = (fmt, ctypes.c_char * fmt.size, tuple(offsets))
         return f
 
     def pack(self, tensors: Sequence, scalars: Sequence):
@@ -128,14 +134,11 @@ class ArgPacker:
                 raise ValueError(f"libcc1d serves cpu and cuda tensors; got a tensor on {t.device}")
             ranks.append(n)
             descs += (t.data_ptr(), dt, dev, index, n, *shape, *t.stride())
-        fmt = self._format(tuple(ranks))
-        buf = ctypes.create_string_buffer(fmt.size)
-        at = ctypes.addressof(buf) + self.size
-        ptrs = []
-        for r in ranks:
-            ptrs.append(0 if r is None else at)
-            at += 0 if r is None else _TENSOR_BYTES
-        fmt.pack_into(buf, 0, self.size, *ptrs, *[v or 0 for v in scalars], *descs)
+        fmt, array, offsets = self._format(tuple(ranks))
+        buf = array()
+        base = ctypes.addressof(buf)
+        fmt.pack_into(buf, 0, self.size, *[0 if o is None else base + o for o in offsets],
+                      *[v or 0 for v in scalars], *descs)
         return buf
 
 

@@ -472,3 +472,28 @@ def test_log_level_means_the_same_on_both_sides():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["10", "1"]  # logging.DEBUG, CC1D_LOG_DEBUG
     assert "[causal_conv1d] DEBUG: cc1d_causal_conv1d_fwd: activation" in r.stderr
+
+
+def test_packed_arguments_read_back_as_the_struct():
+    """_pack's one-buffer packing: every field, each descriptor with its own tensor's metadata."""
+    from causal_conv1d import _op_fwd
+    from causal_conv1d._pack import fill_args
+
+    x = torch.randn(2, 8, 16).transpose(1, 2)
+    w = torch.randn(16, 4)
+    out = torch.empty(2, 16, 8)
+    buf = fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, out=out), activation=1, backend=3, stream=None)
+    s = _op_fwd.CFwdArgs.from_buffer(buf)
+    assert s.struct_size == ctypes.sizeof(_op_fwd.CFwdArgs) and (s.activation, s.backend, s.stream) == (1, 3, None)
+    assert not s.bias and not s.seq_idx and not s.initial_states and not s.final_states
+    for field, t in (("x", x), ("weight", w), ("out", out)):
+        d = getattr(s, field).contents
+        assert d.data == t.data_ptr() and d.dtype == _lib.FLOAT32 and d.device_type == _lib.DEVICE_CPU
+        assert list(d.shape[:d.ndim]) == list(t.shape) and list(d.strides[:d.ndim]) == list(t.stride())
+        assert list(d.shape[d.ndim:]) == [0] * (4 - d.ndim)
+    with pytest.raises(ValueError, match="serves cpu and cuda tensors; got a tensor on meta"):
+        fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w.to("meta"), out=out))
+    with pytest.raises(TypeError, match="no element type for torch.float64"):
+        fill_args(_op_fwd.CFwdArgs, dict(x=x.double(), weight=w, out=out))
+    with pytest.raises(KeyError, match="no tensor field outt"):
+        fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, outt=out))
