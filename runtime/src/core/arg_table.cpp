@@ -11,6 +11,12 @@ void bad_arg(const OpTable& table, const char* arg, const std::string& what, cc1
   fail(status, std::string(table.fn) + ": " + arg + ": " + what);
 }
 
+bool silu_activation(const OpTable& table, int32_t activation) {
+  if (activation != CC1D_ACT_NONE && activation != CC1D_ACT_SILU)
+    bad_arg(table, "activation", "expected 0 (none) or 1 (silu), got " + std::to_string(activation));
+  return activation == CC1D_ACT_SILU;
+}
+
 namespace {
 
 std::string device_string(int32_t type, int32_t index) {

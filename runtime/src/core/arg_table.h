@@ -71,8 +71,21 @@ struct BoundArgs {
   int device_index = 0;
 };
 
+// Building blocks of the ops' tables (each op names its own symbols in an enum `Sym`).
+constexpr DtypeRule kFloat{DtypeRule::AnyFloat};
+constexpr DtypeRule kInt32{DtypeRule::Int32};
+constexpr DtypeRule kFloat32{DtypeRule::Float32};
+// A dim of size symbol + offset; at least symbol + offset.
+template <typename Sym>
+constexpr DimRule dim(Sym sym, int8_t offset = 0) { return DimRule{static_cast<int8_t>(sym), offset, false}; }
+template <typename Sym>
+constexpr DimRule at_least(Sym sym, int8_t offset) { return DimRule{static_cast<int8_t>(sym), offset, true}; }
+
 // `args` points to the op's argument struct (struct_size first). Throws on the first problem.
 BoundArgs bind_args(const OpTable& table, const void* args);
+
+// The `activation` member (cc1d_activation): true for silu, false for none; throws otherwise.
+bool silu_activation(const OpTable& table, int32_t activation);
 
 // Throws CC1D_ERR_INVALID_ARGUMENT "<fn>: <arg>: <what>".
 [[noreturn]] void bad_arg(const OpTable& table, const char* arg, const std::string& what,

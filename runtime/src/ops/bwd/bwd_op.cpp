@@ -16,27 +16,23 @@ enum Sym { B, D, L, W };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
 enum Row { X, WEIGHT, BIAS, SEQ_IDX, INIT, DOUT, DFINAL, DX, DWEIGHT, DBIAS, DINIT, WORKSPACE };
-constexpr DtypeRule kFloat{DtypeRule::AnyFloat};
-constexpr DtypeRule kInt32{DtypeRule::Int32};
-constexpr DtypeRule kFloat32{DtypeRule::Float32};
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "dout, states and their gradients have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias, dweight and dbias have weight's dtype"};
-constexpr DimRule s(Sym sym, int8_t offset = 0) { return DimRule{static_cast<int8_t>(sym), offset, false}; }
 constexpr DimRule kAny{};
 
 #define CC1D_MEMBER(m) offsetof(cc1d_bwd_args, m)
 const ArgRow kRows[] = {
-    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 3, 3, {s(B), s(D), s(L)}},
-    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {s(D), s(W)}},
-    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {s(D)}},
-    {"seq_idx", CC1D_MEMBER(seq_idx), false, Role::In, kInt32, 2, 2, {s(B), s(L)}},
-    {"initial_states", CC1D_MEMBER(initial_states), false, Role::In, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
-    {"dout", CC1D_MEMBER(dout), true, Role::In, kLikeX, 3, 3, {s(B), s(D), s(L)}},
-    {"dfinal_states", CC1D_MEMBER(dfinal_states), false, Role::In, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
-    {"dx", CC1D_MEMBER(dx), false, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(L)}},
-    {"dweight", CC1D_MEMBER(dweight), false, Role::Out, kLikeW, 2, 2, {s(D), s(W)}},
-    {"dbias", CC1D_MEMBER(dbias), false, Role::Out, kLikeW, 1, 1, {s(D)}},
-    {"dinitial_states", CC1D_MEMBER(dinitial_states), false, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
+    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 3, 3, {dim(B), dim(D), dim(L)}},
+    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {dim(D), dim(W)}},
+    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {dim(D)}},
+    {"seq_idx", CC1D_MEMBER(seq_idx), false, Role::In, kInt32, 2, 2, {dim(B), dim(L)}},
+    {"initial_states", CC1D_MEMBER(initial_states), false, Role::In, kLikeX, 3, 3, {dim(B), dim(D), dim(W, -1)}},
+    {"dout", CC1D_MEMBER(dout), true, Role::In, kLikeX, 3, 3, {dim(B), dim(D), dim(L)}},
+    {"dfinal_states", CC1D_MEMBER(dfinal_states), false, Role::In, kLikeX, 3, 3, {dim(B), dim(D), dim(W, -1)}},
+    {"dx", CC1D_MEMBER(dx), false, Role::Out, kLikeX, 3, 3, {dim(B), dim(D), dim(L)}},
+    {"dweight", CC1D_MEMBER(dweight), false, Role::Out, kLikeW, 2, 2, {dim(D), dim(W)}},
+    {"dbias", CC1D_MEMBER(dbias), false, Role::Out, kLikeW, 1, 1, {dim(D)}},
+    {"dinitial_states", CC1D_MEMBER(dinitial_states), false, Role::Out, kLikeX, 3, 3, {dim(B), dim(D), dim(W, -1)}},
     {"workspace", CC1D_MEMBER(workspace), false, Role::Out, kFloat32, 1, 1, {kAny}},
 };
 #undef CC1D_MEMBER
@@ -46,8 +42,6 @@ const OpTable kTable{"cc1d_causal_conv1d_bwd", "cc1d_bwd_args", sizeof(cc1d_bwd_
 // Everything but the workspace's size and presence, which depend on the geometry.
 BwdProblem bind_bwd(const cc1d_bwd_args* a) {
   const BoundArgs b = bind_args(kTable, a);
-  if (a->activation != CC1D_ACT_NONE && a->activation != CC1D_ACT_SILU)
-    bad_arg(kTable, "activation", "expected 0 (none) or 1 (silu), got " + std::to_string(a->activation));
   if (a->deterministic != 0 && a->deterministic != 1)
     bad_arg(kTable, "deterministic", "expected 0 or 1, got " + std::to_string(a->deterministic));
   BwdProblem p;
@@ -57,7 +51,7 @@ BwdProblem bind_bwd(const cc1d_bwd_args* a) {
   p.dim = b.sym[D];
   p.seqlen = b.sym[L];
   p.width = static_cast<int>(b.sym[W]);
-  p.silu = a->activation == CC1D_ACT_SILU;
+  p.silu = silu_activation(kTable, a->activation);
   p.deterministic = a->deterministic == 1 || env_flag("CAUSAL_CONV1D_DETERMINISTIC");
   p.x = b.t[X];
   p.weight = b.t[WEIGHT];

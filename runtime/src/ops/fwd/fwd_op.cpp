@@ -14,21 +14,18 @@ enum Sym { B, D, L, W };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
 enum Row { X, WEIGHT, BIAS, SEQ_IDX, INIT, OUT, FINAL };
-constexpr DtypeRule kFloat{DtypeRule::AnyFloat};
-constexpr DtypeRule kInt32{DtypeRule::Int32};
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "states and out have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias has weight's dtype"};
-constexpr DimRule s(Sym sym, int8_t offset = 0) { return DimRule{static_cast<int8_t>(sym), offset, false}; }
 
 #define CC1D_MEMBER(m) offsetof(cc1d_fwd_args, m)
 const ArgRow kRows[] = {
-    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 3, 3, {s(B), s(D), s(L)}},
-    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {s(D), s(W)}},
-    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {s(D)}},
-    {"seq_idx", CC1D_MEMBER(seq_idx), false, Role::In, kInt32, 2, 2, {s(B), s(L)}},
-    {"initial_states", CC1D_MEMBER(initial_states), false, Role::In, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
-    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(L)}},
-    {"final_states", CC1D_MEMBER(final_states), false, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(W, -1)}},
+    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 3, 3, {dim(B), dim(D), dim(L)}},
+    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {dim(D), dim(W)}},
+    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {dim(D)}},
+    {"seq_idx", CC1D_MEMBER(seq_idx), false, Role::In, kInt32, 2, 2, {dim(B), dim(L)}},
+    {"initial_states", CC1D_MEMBER(initial_states), false, Role::In, kLikeX, 3, 3, {dim(B), dim(D), dim(W, -1)}},
+    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 3, 3, {dim(B), dim(D), dim(L)}},
+    {"final_states", CC1D_MEMBER(final_states), false, Role::Out, kLikeX, 3, 3, {dim(B), dim(D), dim(W, -1)}},
 };
 #undef CC1D_MEMBER
 
@@ -38,8 +35,6 @@ const OpTable kTable{"cc1d_causal_conv1d_fwd", "cc1d_fwd_args", sizeof(cc1d_fwd_
 
 FwdProblem validate_fwd(const cc1d_fwd_args* a) {
   const BoundArgs b = bind_args(kTable, a);
-  if (a->activation != CC1D_ACT_NONE && a->activation != CC1D_ACT_SILU)
-    bad_arg(kTable, "activation", "expected 0 (none) or 1 (silu), got " + std::to_string(a->activation));
   FwdProblem p;
   p.device_type = b.device_type;
   p.device_index = b.device_index;
@@ -47,7 +42,7 @@ FwdProblem validate_fwd(const cc1d_fwd_args* a) {
   p.dim = b.sym[D];
   p.seqlen = b.sym[L];
   p.width = static_cast<int>(b.sym[W]);
-  p.silu = a->activation == CC1D_ACT_SILU;
+  p.silu = silu_activation(kTable, a->activation);
   p.x = b.t[X];
   p.weight = b.t[WEIGHT];
   p.bias = b.t[BIAS];

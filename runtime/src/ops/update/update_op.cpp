@@ -20,22 +20,18 @@ enum Sym { B, D, L, W, POOL };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}, {"pool"}};
 
 enum Row { X, WEIGHT, BIAS, STATE, CACHE, INDICES, OUT };
-constexpr DtypeRule kFloat{DtypeRule::AnyFloat};
-constexpr DtypeRule kInt32{DtypeRule::Int32};
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "conv_state and out have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias has weight's dtype"};
-constexpr DimRule s(Sym sym, int8_t offset = 0) { return DimRule{static_cast<int8_t>(sym), offset, false}; }
-constexpr DimRule at_least(Sym sym, int8_t offset) { return DimRule{static_cast<int8_t>(sym), offset, true}; }
 
 #define CC1D_MEMBER(m) offsetof(cc1d_update_args, m)
 const ArgRow kRows[] = {
-    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 2, 3, {s(B), s(D), s(L)}},
-    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {s(D), s(W)}},
-    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {s(D)}},
-    {"conv_state", CC1D_MEMBER(conv_state), true, Role::InOut, kLikeX, 3, 3, {s(POOL), s(D), at_least(W, -1)}},
-    {"cache_seqlens", CC1D_MEMBER(cache_seqlens), false, Role::In, kInt32, 1, 1, {s(B)}},
-    {"conv_state_indices", CC1D_MEMBER(conv_state_indices), false, Role::In, kInt32, 1, 1, {s(B)}},
-    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 2, 3, {s(B), s(D), s(L)}},
+    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 2, 3, {dim(B), dim(D), dim(L)}},
+    {"weight", CC1D_MEMBER(weight), true, Role::In, kFloat, 2, 2, {dim(D), dim(W)}},
+    {"bias", CC1D_MEMBER(bias), false, Role::In, kLikeW, 1, 1, {dim(D)}},
+    {"conv_state", CC1D_MEMBER(conv_state), true, Role::InOut, kLikeX, 3, 3, {dim(POOL), dim(D), at_least(W, -1)}},
+    {"cache_seqlens", CC1D_MEMBER(cache_seqlens), false, Role::In, kInt32, 1, 1, {dim(B)}},
+    {"conv_state_indices", CC1D_MEMBER(conv_state_indices), false, Role::In, kInt32, 1, 1, {dim(B)}},
+    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 2, 3, {dim(B), dim(D), dim(L)}},
 };
 #undef CC1D_MEMBER
 
@@ -73,8 +69,6 @@ void check_host_values(const UpdateProblem& p) {
 
 UpdateProblem validate_update(const cc1d_update_args* a) {
   const BoundArgs b = bind_args(kTable, a);
-  if (a->activation != CC1D_ACT_NONE && a->activation != CC1D_ACT_SILU)
-    bad_arg(kTable, "activation", "expected 0 (none) or 1 (silu), got " + std::to_string(a->activation));
   UpdateProblem p;
   p.device_type = b.device_type;
   p.device_index = b.device_index;
@@ -83,7 +77,7 @@ UpdateProblem validate_update(const cc1d_update_args* a) {
   p.seqlen = b.sym[L];
   p.width = static_cast<int>(b.sym[W]);
   p.pool = b.sym[POOL];
-  p.silu = a->activation == CC1D_ACT_SILU;
+  p.silu = silu_activation(kTable, a->activation);
   p.x = b.t[X];
   p.weight = b.t[WEIGHT];
   p.bias = b.t[BIAS];

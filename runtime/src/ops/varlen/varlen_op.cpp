@@ -20,16 +20,13 @@ enum Sym { TOTAL, D, B, S };
 const SymbolSpec kSyms[] = {{"total_tokens"}, {"dim"}, {"batch"}, {"state_len", 1, CC1D_MAX_VARLEN_STATE_LEN}};
 
 enum Row { X, CU, OUT };
-constexpr DtypeRule kFloat{DtypeRule::AnyFloat};
-constexpr DtypeRule kInt32{DtypeRule::Int32};
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "the states have x's dtype"};
-constexpr DimRule s(Sym sym, int8_t offset = 0) { return DimRule{static_cast<int8_t>(sym), offset, false}; }
 
 #define CC1D_MEMBER(m) offsetof(cc1d_varlen_states_args, m)
 const ArgRow kRows[] = {
-    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 2, 2, {s(TOTAL), s(D)}},
-    {"cu_seqlens", CC1D_MEMBER(cu_seqlens), true, Role::In, kInt32, 1, 1, {s(B, 1)}},
-    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 3, 3, {s(B), s(D), s(S)}},
+    {"x", CC1D_MEMBER(x), true, Role::In, kFloat, 2, 2, {dim(TOTAL), dim(D)}},
+    {"cu_seqlens", CC1D_MEMBER(cu_seqlens), true, Role::In, kInt32, 1, 1, {dim(B, 1)}},
+    {"out", CC1D_MEMBER(out), true, Role::Out, kLikeX, 3, 3, {dim(B), dim(D), dim(S)}},
 };
 #undef CC1D_MEMBER
 
