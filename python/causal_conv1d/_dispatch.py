@@ -9,6 +9,10 @@ mode, the error) that every fallback gets.
 
 Precedence: the per-call `backend=` argument > `use_backend(...)` > CAUSAL_CONV1D_BACKEND > auto.
 
+route() is the common case made cheap: when the plan's first backend is a libcc1d one that serves
+the tensors where they are, an op calls it directly (its fast path, call_direct) and run()'s walk
+is only for what that cannot do: fallbacks, host copies, the aten backend, failures.
+
 Without a loadable libcc1d the plan is "aten only": the import already warned (or, in strict
 mode, failed), and a lib backend asked for by name raises BackendUnavailableError.
 """
