@@ -157,11 +157,11 @@ def _op_call(x, weight, bias, seq_idx, initial_states, silu: bool, out, final) -
 def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool, backend: str):
     """An eager call that a libcc1d backend serves where the tensors are (_dispatch.route):
     allocate, pack, call, with libcc1d's validation the only one. Returns (out, final_states or
-    None), or None when the call takes the full path instead: another backend or a fallback to
-    announce, or arguments libcc1d refused (nothing written; the full path's validation words
+    None), or None when the call takes the full path instead: cc1d_torch defines the op, another
+    backend or a fallback to announce, or arguments libcc1d refused (nothing written; the full path's validation words
     the error)."""
     try:
-        r = _dispatch.route("fwd", x, backend)
+        r = _dispatch.route("fwd", x, backend) if _ops.MODES["fwd"] != "cc1d_torch" else None
         if r is None:
             return None
         if return_final_states:

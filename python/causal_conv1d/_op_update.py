@@ -176,7 +176,7 @@ def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: b
     """An eager call that a libcc1d backend serves where the tensors are: as _op_fwd.fast (out,
     or None for the full path). CUDA calls under CAUSAL_CONV1D_CHECK_INDICES take the full path."""
     try:
-        r = _dispatch.route("update", x, backend)
+        r = _dispatch.route("update", x, backend) if _ops.MODES["update"] != "cc1d_torch" else None
         if r is None or (x.is_cuda and _check_indices()):
             return None
         out = torch.empty_like(x)

@@ -36,6 +36,7 @@ if not USE_CUSTOM_OP:
                  f"torch {torch.__version__} has no torch.library.custom_op (needs >= 2.4)")
 
 _libraries: dict = {}  # torch.library.Library by kind: registrations live as long as these do
+MODES: dict = {}  # op name -> how register() defined it (mode())
 
 
 def _lib(kind: str):
@@ -84,7 +85,7 @@ def register(name: str, schema: str, impl, fake, *, mutates=(), backward=None, s
     """Makes causal_conv1d::<name> with `schema` ("(Tensor x, ...) -> Tensor"); returns the
     function that calls it."""
     qualname = f"{NAMESPACE}::{name}"
-    how = mode(name)
+    how = MODES[name] = mode(name)
     if how == "custom_op":
         op = torch.library.custom_op(qualname, impl, mutates_args=mutates, schema=schema)
         op.register_fake(fake)

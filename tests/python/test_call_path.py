@@ -80,7 +80,7 @@ def test_autograd_goes_through_the_operator_and_matches(gen):
 
 
 @pytest.fixture
-def no_full_path(monkeypatch, lib, fresh_dispatch):
+def no_full_path(monkeypatch, lib, fresh_dispatch, python_dispatch):
     """The full path (Python validation, _dispatch.run) fails the test if a call takes it."""
     def fail(*a, **k):
         raise AssertionError("the call took the full path")
@@ -111,7 +111,7 @@ def test_plain_eager_calls_go_straight_to_libcc1d(gen, dtype, no_full_path):
     assert last_backend().backend == "cpu" and last_backend().op == "update"
 
 
-def test_the_full_path_serves_what_the_route_cannot(gen, monkeypatch, lib, fresh_dispatch):
+def test_the_full_path_serves_what_the_route_cannot(gen, monkeypatch, lib, fresh_dispatch, python_dispatch):
     """Another backend, an output argument, autograd: each through _dispatch.run, as before."""
     runs = []
     real = _dispatch.run
