@@ -1,10 +1,11 @@
 // update_cpu.cpp — the update op's native CPU implementation (run by the cpu backend): the same
-// semantics as kernels_src/update.cuh. Work items are (batch row, run of channels): the taps
-// run per channel with the element types fixed at compile time (a decode step is a few
-// operations per channel, so no per-element dispatch), the activation and the conversion of
-// the outputs run vectorised over the run (simd.h). Small calls stay on the calling thread: a
-// decode step of one row is done before a pool thread would wake. Validation has already
-// rejected out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
+// semantics as kernels_src/update.cuh. Work items are (batch row, run of channels). The common
+// decode step (one token, state rows of `width` contiguous elements, width 2/4/8, contiguous
+// rows) is one SIMD kernel per run (simd.h decode_rows). Otherwise the taps run per channel
+// with the element types fixed at compile time, and the activation and the conversion of the
+// outputs run vectorised over the run. Small calls stay on the calling thread: a decode step of
+// one row is done before a pool thread would wake. Validation has already rejected
+// out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -103,7 +104,7 @@ bool steps(int64_t stride, int64_t size, int64_t want) { return size == 1 || str
 // The decode step with every row contiguous: the SIMD kernel shifts the state and writes out.
 bool contiguous_decode(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, D = p.dim;
-  return k.decode_rows[W - 1] != nullptr && p.seqlen == 1 && !p.cache_seqlens.present() && p.state_len == W && W > 1 &&
+  return k.decode_rows[W - 1] != nullptr && p.seqlen == 1 && !p.cache_seqlens.present() && p.state_len == W &&
          p.conv_state.strides[2] == 1 && steps(p.conv_state.strides[1], D, W) && p.weight.strides[1] == 1 &&
          steps(p.weight.strides[0], D, W) && steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1) &&
          (!p.bias.present() || steps(p.bias.strides[0], D, 1));
