@@ -17,7 +17,6 @@ import torch
 
 import causal_conv1d
 from causal_conv1d import _lib
-from causal_conv1d._lib import CTensor
 from causal_conv1d._pack import tensor_struct
 from causal_conv1d._op_fwd import CFwdArgs
 from reference import assert_matches, reference_final_states
