@@ -14,8 +14,9 @@ PY="${PYTHON:-python3}"
 # apt-get that waits for the Debian package lock instead of failing at once.
 source scripts/apt_get.sh
 
-# 1. System packages: compiler, CMake, Ninja, and the header-only spdlog/fmt and doctest.
-apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev)
+# 1. System packages: compiler, CMake, Ninja, the header-only spdlog/fmt and doctest, and ccache
+#    (make's builds keep their objects in ~/.cache/causal-conv1d/ccache, shared by every clone).
+apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev ccache)
 # The system python needs python3-venv for `python3 -m venv`; a pyenv python has it built in.
 "$PY" -c "import venv, ensurepip" 2>/dev/null || apt_pkgs+=(python3-venv)
 missing=()
@@ -54,5 +55,8 @@ fi
 
 # 5. The package itself (incremental: scikit-build-core keeps its build dir in build/).
 echo "setup: installing causal_conv1d into $VENV"
+if command -v ccache >/dev/null; then  # the wheel's build shares make's object cache
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+fi
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps . 
