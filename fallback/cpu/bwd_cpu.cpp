@@ -16,6 +16,7 @@
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/bwd/bwd_op.h"
+#include "platform/memory.h"
 
 namespace cc1d {
 
@@ -287,6 +288,7 @@ void write_sums(const BwdProblem& p, const Sums& sums) {
 
 void bwd_cpu(const Problem& problem) {
   const auto& p = static_cast<const BwdProblem&>(problem);
+  advise_huge_pages(p.dx);
   const int W = p.width;
   Sums sums;
   sums.stride = W + 1;

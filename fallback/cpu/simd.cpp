@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/log.h"
 
@@ -11,6 +12,9 @@ const cc1d::SimdKernels* cc1d_simd_base();
 #if defined(__x86_64__) || defined(__i386__)
 const cc1d::SimdKernels* cc1d_simd_avx2();
 const cc1d::SimdKernels* cc1d_simd_avx512();
+#ifdef CC1D_HAVE_AVX512BF16
+const cc1d::SimdKernels* cc1d_simd_avx512bf16();
+#endif
 #endif
 
 namespace cc1d {
@@ -21,11 +25,13 @@ const SimdKernels* simd_build(const char* name) {
   __builtin_cpu_init();
   if (!std::strcmp(name, "avx2"))
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? cc1d_simd_avx2() : nullptr;
-  if (!std::strcmp(name, "avx512"))
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-               ? cc1d_simd_avx512()
-               : nullptr;
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (!std::strcmp(name, "avx512")) return avx512 ? cc1d_simd_avx512() : nullptr;
+#ifdef CC1D_HAVE_AVX512BF16
+  if (!std::strcmp(name, "avx512bf16"))
+    return avx512 && __builtin_cpu_supports("avx512bf16") ? cc1d_simd_avx512bf16() : nullptr;
+#endif
 #endif
   return nullptr;
 }
@@ -40,9 +46,8 @@ const SimdKernels& simd() {
   if (const SimdKernels* k = g_override.load(std::memory_order_relaxed)) return *k;
   static const SimdKernels* chosen = [] {
     const char* cap = std::getenv("CAUSAL_CONV1D_CPU_ISA");
-    const char* order[] = {"avx512", "avx2", "base"};
     bool allowed = cap == nullptr || *cap == '\0';
-    for (const char* name : order) {
+    for (const char* name : kSimdBuilds) {
       allowed = allowed || !std::strcmp(cap, name);
       const SimdKernels* k = allowed ? simd_build(name) : nullptr;
       if (k != nullptr) {
@@ -51,8 +56,11 @@ const SimdKernels& simd() {
         return k;
       }
     }
-    if (cap != nullptr && *cap != '\0')
-      logger().warn("CAUSAL_CONV1D_CPU_ISA={} is not one of avx512, avx2, base; using the baseline build", cap);
+    if (cap != nullptr && *cap != '\0') {
+      std::string names;
+      for (const char* name : kSimdBuilds) names += (names.empty() ? "" : ", ") + std::string(name);
+      logger().warn("CAUSAL_CONV1D_CPU_ISA={} is not one of {}; using the baseline build", cap, names);
+    }
     return cc1d_simd_base();
   }();
   return *chosen;

@@ -1,7 +1,8 @@
 // simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc), built once
 // per instruction set (simd_base.cpp: the compiler's baseline, SSE2 on x86-64; simd_avx2.cpp:
-// AVX2+FMA+F16C; simd_avx512.cpp: AVX-512 F/BW/VL/DQ) and chosen once at run time from the
-// CPU's features. CAUSAL_CONV1D_CPU_ISA=base|avx2|avx512 caps the choice (tests run each).
+// AVX2+FMA+F16C; simd_avx512.cpp: AVX-512 F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus
+// AVX512_BF16's conversion) and chosen once at run time from the CPU's features.
+// CAUSAL_CONV1D_CPU_ISA=<a name of kSimdBuilds> caps the choice (tests run each).
 #pragma once
 
 namespace cc1d {
@@ -9,7 +10,7 @@ namespace cc1d {
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
 struct SimdKernels {
-  const char* name;  // "base", "avx2", "avx512"
+  const char* name;  // one of kSimdBuilds
   int width;         // floats per vector
   // out[t] = act(bias + sum_k w[k] * xin[t + k]), t < n; xin holds n + W - 1 floats. Index W-1.
   void (*const* conv_time)(const float* xin, const float* w, float bias, bool silu, int out_dtype, void* out,
@@ -31,6 +32,9 @@ struct SimdKernels {
   // g[i] *= silu'(z[i]): the backward through silu.
   void (*mul_silu_grad)(const float* z, float* g, long long n);
 };
+
+// Every build's name, the best first.
+constexpr const char* kSimdBuilds[] = {"avx512bf16", "avx512", "avx2", "base"};
 
 // The best build this CPU runs (capped by CAUSAL_CONV1D_CPU_ISA), chosen on first use.
 const SimdKernels& simd();

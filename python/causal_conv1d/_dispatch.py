@@ -309,9 +309,9 @@ def call_direct(r: Route, entry: str, args, op_call: Callable[[], OpCall], backe
     return True
 
 
-def stream_of(t: torch.Tensor):
-    """The current CUDA stream of t's device (None for host tensors): where libcc1d launches."""
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
+def stream_of(t: torch.Tensor) -> int:
+    """The current CUDA stream of t's device (0 for host tensors): where libcc1d launches."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
 # ---- announcing fallbacks -----------------------------------------------------------------

@@ -134,6 +134,7 @@ def alloc_outputs(x: Tensor, width: int, return_final_states: bool) -> Tuple[Ten
 
 
 _ARGS = _pack.packer(CFwdArgs)
+_OUT_LIKE_X = (_ARGS.tensors.index("out"), _ARGS.tensors.index("x"))  # ArgPacker.pack's like=
 
 
 def _op_call(x, weight, bias, seq_idx, initial_states, silu: bool, out, final) -> _dispatch.OpCall:
@@ -164,13 +165,15 @@ def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, si
         r = _dispatch.route("fwd", x, backend) if _ops.MODES["fwd"] != "cc1d_torch" else None
         if r is None:
             return None
+        like = None
         if return_final_states:
             out, fs = alloc_outputs(x, weight.shape[1], True)
         else:  # the op's empty final_states is for its schema: not made here
             out, fs = torch.empty_like(x), None
+            like = _OUT_LIKE_X if x.is_contiguous() else None
         _ops.poison(out, fs)
         args = _ARGS.pack((x, weight, bias, seq_idx, initial_states, out, fs),
-                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)))
+                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)), like)
     except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a bad rank, a dtype)
         return None
     if not _dispatch.call_direct(r, "cc1d_causal_conv1d_fwd", args,

@@ -149,6 +149,7 @@ def ref_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Ten
 
 
 _ARGS = _pack.packer(CUpdateArgs)
+_OUT_LIKE_X = (_ARGS.tensors.index("out"), _ARGS.tensors.index("x"))  # ArgPacker.pack's like=
 
 
 def _op_call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, out) -> _dispatch.OpCall:
@@ -182,7 +183,8 @@ def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: b
         out = torch.empty_like(x)
         _ops.poison(out)
         args = _ARGS.pack((x, conv_state, weight, bias, cache_seqlens, conv_state_indices, out),
-                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)))
+                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)),
+                          _OUT_LIKE_X if x.is_contiguous() else None)
     except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a dtype, a device)
         return None
     if not _dispatch.call_direct(r, "cc1d_causal_conv1d_update", args, lambda: _op_call(

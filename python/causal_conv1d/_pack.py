@@ -88,36 +88,45 @@ class ArgPacker:
         assert fields[0][0] == "struct_size" and all(t is tensor_type for _, t in fields[1:1 + len(self.tensors)]) \
             and all(t is not tensor_type for _, t in fields[1 + len(self.tensors):]), \
             f"{struct_type.__name__}: expected struct_size, the tensor pointers, then the scalars"
+        # The header's format with "{}" for each tensor pointer: "P", or 8 pad bytes (NULL) when absent.
         fmt, at = "@", 0
         for name, ctype in fields:
             offset = getattr(struct_type, name).offset
-            fmt += f"{offset - at}x" + ("P" if ctype is tensor_type else _SCALAR_FORMATS[ctype])
+            fmt += f"{offset - at}x" + ("{}" if ctype is tensor_type else _SCALAR_FORMATS[ctype])
             at = offset + ctypes.sizeof(ctype)
         self._header = fmt + f"{self.size - at}x"
-        assert struct.calcsize(self._header) == self.size, f"{struct_type.__name__}: layout mismatch"
+        assert struct.calcsize(self._header.format(*["P"] * len(self.tensors))) == self.size, \
+            f"{struct_type.__name__}: layout mismatch"
         self._formats: dict = {}  # ranks (None for an absent tensor) -> _format()
 
     def _format(self, ranks: tuple):
-        """(struct.Struct of the whole buffer, its ctypes array type, each tensor pointer's
-        offset from the buffer's start or None) for this pattern of ranks."""
+        """(struct.Struct of the whole buffer, its ctypes array type, the offsets of the present
+        tensors' descriptors from the buffer's start) for this pattern of ranks."""
         f = self._formats.get(ranks)
         if f is None:
-            fmt = struct.Struct(self._header + "".join(_TENSOR_FORMATS[r] for r in ranks if r is not None))
-            offsets, at = [], self.size
-            for r in ranks:
-                offsets.append(None if r is None else at)
-                at += 0 if r is None else _TENSOR_BYTES
-            f = self._formats[ranks] = (fmt, ctypes.c_char * fmt.size, tuple(offsets))
+            header = self._header.format(*["8x" if r is None else "P" for r in ranks])
+            fmt = struct.Struct(header + "".join(_TENSOR_FORMATS[r] for r in ranks if r is not None))
+            n = sum(r is not None for r in ranks)
+            f = self._formats[ranks] = (fmt, ctypes.c_char * fmt.size,
+                                        tuple(self.size + i * _TENSOR_BYTES for i in range(n)))
         return f
 
-    def pack(self, tensors: Sequence, scalars: Sequence):
+    def pack(self, tensors: Sequence, scalars: Sequence, like: Optional[tuple] = None):
         """The buffer for `tensors` (in the struct's order, None for an absent one) and `scalars`
-        (in order; None is 0). Raises TypeError/ValueError for a tensor libcc1d cannot describe."""
+        (ints, in order). like=(i, j), j < i: tensors[i] has tensors[j]'s shape, strides, dtype
+        and device (as torch.empty_like makes them from a contiguous tensor), so only its data
+        pointer is read. Raises TypeError/ValueError for a tensor libcc1d cannot describe."""
         codes = _DTYPE_CODES or _dtype_codes()
-        ranks, descs = [], []
+        copy_to, copy_from = like or (-1, -1)
+        ranks, descs, i, src = [], [], -1, None
         for t in tensors:
+            i += 1
             if t is None:
                 ranks.append(None)
+                continue
+            if i == copy_to:
+                ranks.append(src[4])
+                descs += (t.data_ptr(), *src[1:])
                 continue
             shape = t.shape
             n = len(shape)
@@ -133,12 +142,13 @@ class ArgPacker:
             else:
                 raise ValueError(f"libcc1d serves cpu and cuda tensors; got a tensor on {t.device}")
             ranks.append(n)
-            descs += (t.data_ptr(), dt, dev, index, n, *shape, *t.stride())
+            d = (t.data_ptr(), dt, dev, index, n, *shape, *t.stride())
+            if i == copy_from:
+                src = d
+            descs += d
         fmt, array, offsets = self._format(tuple(ranks))
-        buf = array()
-        base = ctypes.addressof(buf)
-        fmt.pack_into(buf, 0, self.size, *[0 if o is None else base + o for o in offsets],
-                      *[v or 0 for v in scalars], *descs)
+        buf = array()  # zeroed: absent pointers and unused shape slots stay 0
+        fmt.pack_into(buf, 0, self.size, *map(ctypes.addressof(buf).__add__, offsets), *scalars, *descs)
         return buf
 
 
@@ -154,10 +164,10 @@ def packer(struct_type) -> ArgPacker:
 
 def fill_args(struct_type, tensors: dict, **scalars):
     """An op's argument struct packed with its tensors (name -> tensor or None; names not given
-    are NULL) and its scalars by name (absent: 0). Pass the buffer to Library.call;
+    are NULL) and its scalars by name (absent or None: 0). Pass the buffer to Library.call;
     struct_type.from_buffer(buf) reads it back."""
     p = packer(struct_type)
     unknown = tensors.keys() - set(p.tensors)
     if unknown:
         raise KeyError(f"{struct_type.__name__} has no tensor field {', '.join(sorted(unknown))}")
-    return p.pack([tensors.get(n) for n in p.tensors], [scalars.get(n) for n in p.scalars])
+    return p.pack([tensors.get(n) for n in p.tensors], [scalars.get(n) or 0 for n in p.scalars])

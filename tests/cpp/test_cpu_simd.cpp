@@ -22,7 +22,7 @@ namespace {
 
 std::vector<const cc1d::SimdKernels*> builds() {
   std::vector<const cc1d::SimdKernels*> v;
-  for (const char* n : {"base", "avx2", "avx512"})
+  for (const char* n : cc1d::kSimdBuilds)
     if (const cc1d::SimdKernels* k = cc1d::simd_build(n)) v.push_back(k);
   return v;
 }

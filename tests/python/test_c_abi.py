@@ -496,3 +496,24 @@ def test_packed_arguments_read_back_as_the_struct():
         fill_args(_op_fwd.CFwdArgs, dict(x=x.double(), weight=w, out=out))
     with pytest.raises(KeyError, match="no tensor field outt"):
         fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, outt=out))
+
+
+def test_packed_output_laid_out_like_its_input():
+    """ArgPacker.pack(like=(out, x)): out's descriptor is x's with out's data pointer, field by
+    field the same as describing out itself (out = empty_like of a contiguous x)."""
+    from causal_conv1d import _op_update
+
+    x = torch.randn(3, 8, 2, dtype=torch.bfloat16)
+    state = torch.randn(5, 8, 4, dtype=torch.bfloat16)
+    w = torch.randn(8, 4)
+    idx = torch.tensor([4, -1, 0], dtype=torch.int32)
+    out = torch.empty_like(x)
+    tensors, scalars = (x, state, w, None, None, idx, out), (1, 2, 0)
+    like = _op_update._OUT_LIKE_X
+    assert like == (6, 0)
+    described = _op_update.CUpdateArgs.from_buffer(_op_update._ARGS.pack(tensors, scalars))
+    copied = _op_update.CUpdateArgs.from_buffer(_op_update._ARGS.pack(tensors, scalars, like))
+    assert copied.out.contents.data == out.data_ptr() != x.data_ptr()
+    for field in ("x", "conv_state", "weight", "conv_state_indices", "out"):
+        assert bytes(getattr(copied, field).contents) == bytes(getattr(described, field).contents), field
+    assert not copied.bias and not copied.cache_seqlens and (copied.activation, copied.backend) == (1, 2)

@@ -212,3 +212,43 @@ def test_ref_upstream_semantics_without_seq_idx(gen):
     # short sequence without initial states: zero-padded on the left
     _, fs3 = causal_conv1d.causal_conv1d_ref(x[..., :2], w, return_final_states=True)
     assert torch.equal(fs3, F.pad(x[..., :2], (W - 1 - 2, 0)))
+
+
+def _vm_flags(address):
+    """The VmFlags of this process's mapping that holds `address` (/proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and line.startswith("VmFlags:"):
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.parametrize("setting", ["default", "off"])
+def test_large_cpu_output_asks_for_huge_pages(setting, gen, monkeypatch):
+    """The cpu backend asks Linux for transparent huge pages on a large output before writing it
+    (madvise mode), unless CAUSAL_CONV1D_CPU_HUGE_PAGES=0; the result is right either way."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            mode = f.read()
+    except OSError:
+        pytest.skip("no /sys/kernel/mm/transparent_hugepage (not Linux, or THP not built in)")
+    if "[madvise]" not in mode:
+        pytest.skip(f"THP mode is not madvise here ({mode.strip()}): the cpu backend does not advise")
+    if setting == "off":
+        monkeypatch.setenv("CAUSAL_CONV1D_CPU_HUGE_PAGES", "0")
+    else:
+        monkeypatch.delenv("CAUSAL_CONV1D_CPU_HUGE_PAGES", raising=False)
+    # A 40 MiB output: above glibc's largest mmap threshold (32 MiB), so a mapping of its own
+    # that no earlier call has advised.
+    x = make_x(1, 320, 32768, torch.float32, "cf", gen)
+    w = randn((320, 4), gen, torch.float32)
+    out = causal_conv1d_fn(x, w, activation="silu", backend="cpu")
+    _served_by("cpu")
+    assert_matches(out, x, w, None, silu=True)
+    middle = out.data_ptr() + out.numel() * 2  # halfway: inside the whole 2 MiB pages
+    assert ("hg" in _vm_flags(middle)) == (setting == "default")
