@@ -298,14 +298,14 @@ def call_direct(r: Route, entry: str, args, op_call: Callable[[], OpCall], backe
     False when libcc1d refused the arguments (it wrote nothing; the caller validates in Python to
     word the error as every backend does). Any other failure is run()'s to handle, with the
     OpCall that op_call() builds for the same tensors."""
-    try:
-        _lib.library().call(entry, args)
-    except _lib.LibraryError as e:
-        if e.status in INVALID_CALL:
-            return False
-        run(op_call(), backend or None, error=e)
+    lib = _lib.library()
+    status = lib.packed_entry(entry)(args)
+    if status == _lib.OK:
+        served(r)
         return True
-    served(r)
+    if status in INVALID_CALL:
+        return False
+    run(op_call(), backend or None, error=lib.error_for(status, entry))
     return True
 
 

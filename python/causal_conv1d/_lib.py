@@ -259,6 +259,7 @@ class Library:
         self.abi_version = int(d.cc1d_abi_version())
         self.version = (d.cc1d_version() or b"").decode("utf-8", "replace")
         self._entries = {}
+        self._packed_entries = {}
         self._log_fn = None
 
     @property
@@ -271,10 +272,13 @@ class Library:
         return (msg or b"").decode("utf-8", "replace")
 
     def raise_for(self, status: int, what: str) -> None:
-        if status == OK:
-            return
+        if status != OK:
+            raise self.error_for(status, what)
+
+    def error_for(self, status: int, what: str) -> LibraryError:
+        """The exception for a failed call of `what` (this thread's cc1d_last_error)."""
         text = self.last_error() or f"(libcc1d gave no message for {what})"
-        raise error_for_status(status, f"{text} [{STATUS_NAMES.get(status, status)} from {what}]")
+        return error_for_status(status, f"{text} [{STATUS_NAMES.get(status, status)} from {what}]")
 
     def names(self, fn: str) -> tuple:
         """cc1d_backend_name or cc1d_op_name for 0, 1, ... until NULL."""
@@ -298,6 +302,17 @@ class Library:
 
     def call(self, entry: str, args) -> None:
         self.raise_for(self.call_status(entry, args), entry)
+
+    def packed_entry(self, entry: str):
+        """An op's entry point as a ctypes function of one packed buffer (fill_args/ArgPacker:
+        a ctypes array, which ctypes passes by address without converting it) returning the raw
+        status: the call_status of the hot path, without its checks."""
+        f = self._packed_entries.get(entry)
+        if f is None:
+            f = self._dll[entry]  # a function object of its own: call_status's keeps its argtypes
+            f.restype = ctypes.c_int
+            self._packed_entries[entry] = f
+        return f
 
     def query(self, entry: str, args) -> int:
         """Calls `entry(const args*, int64_t* out)` (e.g. "cc1d_causal_conv1d_bwd_workspace") and

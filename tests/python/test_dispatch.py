@@ -181,17 +181,34 @@ def test_forced_backend_that_cannot_serve_raises(cpu_unavailable, xw):
             causal_conv1d_fn(x, w)
 
 
-def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
-    """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
-    auto moves on to aten (with a warning) and remembers it."""
-    x, w = xw
+def fail_library_calls(lib, monkeypatch, status, message):
+    """Every op call into libcc1d fails with `status` and `message`, on both lines that call it:
+    run()'s (Library.call) and the direct route's (Library.packed_entry). Returns the list that
+    records each call."""
     calls = []
 
     def failing_call(*a, **k):
         calls.append(1)
-        raise _lib.LibraryRuntimeError(_lib.ERR_BACKEND_UNAVAILABLE, "simulated: worker threads could not start")
+        raise _lib.error_for_status(status, message)
+
+    def failing_entry(entry):
+        def call(args):
+            calls.append(1)
+            return status
+        return call
 
     monkeypatch.setattr(lib, "call", failing_call)
+    monkeypatch.setattr(lib, "packed_entry", failing_entry)
+    monkeypatch.setattr(lib, "last_error", lambda: message)
+    return calls
+
+
+def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
+    """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
+    auto moves on to aten (with a warning) and remembers it."""
+    x, w = xw
+    calls = fail_library_calls(lib, monkeypatch, _lib.ERR_BACKEND_UNAVAILABLE,
+                               "simulated: worker threads could not start")
     with pytest.warns(CausalConv1dWarning, match="worker threads could not start"):
         out = causal_conv1d_fn(x, w)
     assert served().backend == "aten"
@@ -208,11 +225,7 @@ def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatc
 def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
     """A CUDA/internal error from the library propagates; it is not hidden by a fallback."""
     x, w = xw
-
-    def broken(*a, **k):
-        raise _lib.LibraryRuntimeError(_lib.ERR_INTERNAL, "simulated internal error")
-
-    monkeypatch.setattr(lib, "call", broken)
+    fail_library_calls(lib, monkeypatch, _lib.ERR_INTERNAL, "simulated internal error")
     with pytest.raises(RuntimeError, match="simulated internal error"):
         causal_conv1d_fn(x, w)
 
