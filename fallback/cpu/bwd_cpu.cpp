@@ -16,7 +16,6 @@
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/bwd/bwd_op.h"
-#include "platform/memory.h"
 
 namespace cc1d {
 
@@ -288,7 +287,6 @@ void write_sums(const BwdProblem& p, const Sums& sums) {
 
 void bwd_cpu(const Problem& problem) {
   const auto& p = static_cast<const BwdProblem&>(problem);
-  advise_huge_pages(p.dx);
   const int W = p.width;
   Sums sums;
   sums.stride = W + 1;

@@ -15,7 +15,6 @@
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/fwd/fwd_op.h"
-#include "platform/memory.h"
 
 namespace cc1d {
 
@@ -192,7 +191,6 @@ void fwd_channel_major(const FwdProblem& p) {
 
 void fwd_cpu(const Problem& problem) {
   const auto& p = static_cast<const FwdProblem&>(problem);
-  advise_huge_pages(p.out);
   if (p.time_major)
     fwd_time_major(p);
   else

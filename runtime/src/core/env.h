@@ -4,9 +4,8 @@
 
 namespace cc1d {
 
-// Unset or "": if_unset. 0, false, no, off: false. 1, true, yes, on: true. Anything else: true,
-// with one warning per value (a typo must not silently turn a safety switch off). Read on every
-// call.
-bool env_flag(const char* name, bool if_unset = false);
+// Unset, "", 0, false, no, off: false. 1, true, yes, on: true. Anything else: true, with one
+// warning per value (a typo must not silently turn a safety switch off). Read on every call.
+bool env_flag(const char* name);
 
 }  // namespace cc1d
