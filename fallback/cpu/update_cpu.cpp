@@ -129,17 +129,17 @@ void update_cpu(const Problem& problem) {
       const int64_t row = p.conv_state_indices.present() ? index_at(p.conv_state_indices, b) : b;
       const int64_t n = (c1 - c0) * p.seqlen;
       const int64_t o = b * out.strides[0] + c0 * out.strides[1];
-      if (fast && row >= 0) {
+      if (fast) {
+        char* dst = static_cast<char*>(out.data) + o * xb;
+        if (row < 0) {  // a padding slot: outputs 0, state untouched
+          std::memset(dst, 0, n * xb);
+          continue;
+        }
         char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * p.width) * xb;
         const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * xb;
         const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
-        k.decode_rows[p.width - 1](p.x_dtype, st, x, p.w_dtype, w, bias, p.silu,
-                                   static_cast<char*>(out.data) + o * xb, c1 - c0);
-        continue;
-      }
-      if (fast) {  // a padding slot: outputs 0, state untouched
-        std::memset(static_cast<char*>(out.data) + o * xb, 0, n * xb);
+        k.decode_rows[p.width - 1](p.x_dtype, st, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
         continue;
       }
       if (row < 0) {  // a padding slot: outputs 0, state untouched

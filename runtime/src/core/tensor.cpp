@@ -1,6 +1,5 @@
 #include "core/tensor.h"
 
-
 #include "core/checked.h"
 
 namespace cc1d {
