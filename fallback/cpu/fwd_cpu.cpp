@@ -3,11 +3,12 @@
 // The tiling and threading live here; the inner loops are the SIMD builds of simd.h (AVX-512,
 // AVX2 or baseline, chosen at run time), with the width fixed per call. Two tilings, following
 // the problem's time_major:
-//  - time-major (channel-first): one row (b, c) tile of time at a time: x converted to floats
-//    once, then one fused pass (taps, silu, conversion, store) vectorised over t;
-//  - channel-major (channel-last): a (time x channels) tile; with unit channel strides one fused
-//    pass reads x, slides each vector of channels down the tile and stores, vectorised over c.
-// Other strides and seq_idx take the same tiles through strided gathers and scalar taps.
+//  - time-major (channel-first): one row (b, c) tile of time at a time, vectorised over t;
+//  - channel-major (channel-last): a (time x channels) tile, vectorised over c, each vector of
+//    channels walking down the tile.
+// With unit strides (time for the first, channels for the second) and no seq_idx, one fused pass
+// reads x in its dtype and writes out; only the W-1 steps of history before a tile are staged as
+// floats. Other strides and seq_idx gather the tile into floats first, then scatter.
 #include <algorithm>
 #include <vector>
 
@@ -76,9 +77,10 @@ void fwd_time_major(const FwdProblem& p) {
   const int64_t tiles = (p.seqlen + kTimeTile - 1) / kTimeTile;
   const int64_t rows = p.batch * p.dim;
   const SimdKernels& k = simd();
-  const bool seq = p.seq_idx.present(), out_unit = p.out.strides[2] == 1 && !seq;
+  const bool seq = p.seq_idx.present(), fused = p.x.strides[2] == 1 && p.out.strides[2] == 1 && !seq;
+  const int64_t es = dtype_size(p.x_dtype);
   parallel_for(rows * tiles, std::max<int64_t>(1, 16 / tiles), [&](int64_t begin, int64_t end) {
-    std::vector<float> xin(kTimeTile + W - 1), out(kTimeTile);
+    std::vector<float> xin(fused ? W - 1 : kTimeTile + W - 1), out(fused ? 0 : kTimeTile);
     std::vector<int> seg(seq ? kTimeTile + W - 1 : 0);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / tiles, tile = item % tiles;
@@ -87,19 +89,22 @@ void fwd_time_major(const FwdProblem& p) {
       float w[CC1D_MAX_WIDTH];
       gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
       const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
-      gather_x(p, k, b, c, t0 - (W - 1), n + W - 1, xin.data());
       const int64_t o_off = b * p.out.strides[0] + c * p.out.strides[1] + t0 * p.out.strides[2];
-      if (out_unit) {  // one fused pass straight into out
-        k.conv_time[W - 1](xin.data(), w, bias, p.silu, p.x_dtype,
-                           static_cast<char*>(p.out.data) + o_off * dtype_size(p.x_dtype), n);
+      if (fused) {  // x read in its dtype, straight into out: only the history goes through floats
+        for (int i = 0; i < W - 1; ++i) xin[i] = x_at(p, b, c, t0 - (W - 1) + i);
+        k.conv_time[W - 1](p.x_dtype,
+                           static_cast<const char*>(p.x.data) +
+                               (b * p.x.strides[0] + c * p.x.strides[1] + t0) * es,
+                           xin.data(), w, bias, p.silu, static_cast<char*>(p.out.data) + o_off * es, n);
       } else {
+        gather_x(p, k, b, c, t0 - (W - 1), n + W - 1, xin.data());
         if (seq) {
           for (int64_t i = 0; i < n + W - 1; ++i) seg[i] = seq_at(p, b, t0 - (W - 1) + i);
           conv_row_seq(W, xin.data(), seg.data(), w, bias, out.data(), n);
           if (p.silu) k.silu_inplace(out.data(), n);
           for (int64_t i = 0; i < n; ++i) out[i] = seg[i + W - 1] < 0 ? 0.f : out[i];  // padding tokens
         } else {
-          k.conv_time[W - 1](xin.data(), w, bias, p.silu, CC1D_FLOAT32, out.data(), n);
+          k.conv_time[W - 1](CC1D_FLOAT32, xin.data() + W - 1, xin.data(), w, bias, p.silu, out.data(), n);
         }
         scatter_fn(p.x_dtype)(p.out.data, o_off, p.out.strides[2], n, out.data());
       }
@@ -158,7 +163,7 @@ void fwd_channel_major(const FwdProblem& p) {
   const SimdKernels& k = simd();
   const bool fused = !p.seq_idx.present() && p.x.strides[1] == 1 && p.out.strides[1] == 1;
   parallel_for(p.batch * ttiles * ctiles, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> xin((kCLTimeTile + W - 1) * kCLChanTile), wt(W * kCLChanTile), bias(kCLChanTile);
+    std::vector<float> xin((fused ? W - 1 : kCLTimeTile + W - 1) * kCLChanTile), wt(W * kCLChanTile), bias(kCLChanTile);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ct = item % ctiles, tt = (item / ctiles) % ttiles, b = item / (ctiles * ttiles);
       const int64_t t0 = tt * kCLTimeTile, nt = std::min(kCLTimeTile, p.seqlen - t0);
@@ -170,14 +175,14 @@ void fwd_channel_major(const FwdProblem& p) {
         gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
-      if (fused) {  // rows converted once into the float tile, then one pass into out
+      if (fused) {  // x read in its dtype, straight into out: only the history goes through floats
         stage_halo(p, k, b, t0, c0, nc, xin.data());
         const int64_t es = dtype_size(p.x_dtype);
-        const char* x0 = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 + t0 * p.x.strides[2]) * es;
-        for (int64_t i = 0; i < nt; ++i) k.to_f32(p.x_dtype, x0 + i * p.x.strides[2] * es, &xin[(W - 1 + i) * nc], nc);
-        k.conv_channels[W - 1](xin.data(), wt.data(), bias.data(), p.silu, p.x_dtype,
-                               static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 + t0 * p.out.strides[2]) * es,
-                               p.out.strides[2], nt, nc);
+        k.conv_channels[W - 1](
+            p.x_dtype, static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 + t0 * p.x.strides[2]) * es,
+            p.x.strides[2], xin.data(), wt.data(), bias.data(), p.silu,
+            static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 + t0 * p.out.strides[2]) * es,
+            p.out.strides[2], nt, nc);
       } else {
         cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, wt.data(), bias.data());
       }

@@ -12,13 +12,16 @@ namespace cc1d {
 struct SimdKernels {
   const char* name;  // one of kSimdBuilds
   int width;         // floats per vector
-  // out[t] = act(bias + sum_k w[k] * xin[t + k]), t < n; xin holds n + W - 1 floats. Index W-1.
-  void (*const* conv_time)(const float* xin, const float* w, float bias, bool silu, int out_dtype, void* out,
-                           long long n);
-  // A channel-last tile of nt steps x nc channels from its input as floats ((nt + W - 1) x nc,
-  // the W-1 steps before it first) into out (contiguous channels). Index W-1.
-  void (*const* conv_channels)(const float* xt, const float* wt, const float* bias, bool silu, int out_dtype,
-                               void* o0, long long out_step, long long nt, long long nc);
+  // The forward, x read and out written in one dtype (CC1D_FLOAT32 for float buffers), W-1 steps
+  // of history given as floats (`halo`: x before the first output, initial states or zeros).
+  // Channel-first row: out[t] = act(bias + sum_k w[k] * x[t - (W-1) + k]), t < n, x and out n
+  // contiguous elements, halo W-1 floats. Index W-1.
+  void (*const* conv_time)(int dtype, const void* x, const float* halo, const float* w, float bias, bool silu,
+                           void* out, long long n);
+  // Channel-last tile of nt steps x nc contiguous channels: x and out time strides xs and os
+  // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. Index W-1.
+  void (*const* conv_channels)(int dtype, const void* x, long long xs, const float* halo, const float* wt,
+                               const float* bias, bool silu, void* out, long long os, long long nt, long long nc);
   // One decode step of n channels (the update op's common case): state rows of W contiguous
   // elements, row after row, in dtype xd, shift left by one and take x (n contiguous elements);
   // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias
