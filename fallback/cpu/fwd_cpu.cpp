@@ -162,7 +162,11 @@ void fwd_channel_major(const FwdProblem& p) {
   const int64_t ctiles = (p.dim + kCLChanTile - 1) / kCLChanTile;
   const SimdKernels& k = simd();
   const bool fused = !p.seq_idx.present() && p.x.strides[1] == 1 && p.out.strides[1] == 1;
-  parallel_for(p.batch * ttiles * ctiles, 1, [&](int64_t begin, int64_t end) {
+  // A thread takes whole blocks of steps (every channel tile of them) when there are enough for
+  // all: two threads writing the same rows of a fresh output fault the same pages (measured:
+  // causal_conv1d_fn 4x2048x2048 fp32, 2.3 -> 1.5 ns per output).
+  const int64_t grain = p.batch * ttiles >= 2 * num_threads() ? ctiles : 1;
+  parallel_for(p.batch * ttiles * ctiles, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> xin((fused ? W - 1 : kCLTimeTile + W - 1) * kCLChanTile), wt(W * kCLChanTile), bias(kCLChanTile);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ct = item % ctiles, tt = (item / ctiles) % ttiles, b = item / (ctiles * ttiles);
