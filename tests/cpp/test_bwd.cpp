@@ -55,6 +55,14 @@ TEST_CASE("bwd cpu: every gradient alone, and none") {
     }
 }
 
+TEST_CASE("bwd cpu: channel-last in several channel tiles (a partial one last)") {
+  // One batch of 300 channels: tiles of at least 128 channels, so two whole ones and 44.
+  std::mt19937 rng = test_rng(805);
+  for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
+    run_bwd_case(BwdCase{xdt, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 300, 150, true, true, false, true, true}, rng,
+                 CC1D_BACKEND_CPU);
+}
+
 TEST_CASE("bwd cpu: an empty batch has zero dweight and dbias") {
   std::mt19937 rng = test_rng(803);
   for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast}) {
