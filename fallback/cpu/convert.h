@@ -1,35 +1,37 @@
 // convert.h — typed strided gather/scatter between tensors and fp32 work buffers, for the CPU
-// backend's strided and scalar paths (the unit-stride ones use simd.h). The element type is
-// resolved once per row (a table of function pointers), so the inner loops are branch-free.
+// backend. The element type is resolved once per row (a table of function pointers), so the
+// inner loops are branch-free; unit strides of more than a few elements take the SIMD build's
+// conversions (simd.h), which round the same way.
 #pragma once
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "cc1d/cc1d.h"
+#include "fallback/cpu/simd.h"
 
 #define CC1D_HD inline
 #include "kernels_src/cc1d_types.cuh"
 
 namespace cc1d {
 
-// The stride-1 loops are written apart so the compiler vectorises them.
+template <typename T>
+constexpr int dtype_code = sizeof(T) == 4 ? CC1D_FLOAT32 : std::is_same<T, half_t>::value ? CC1D_FLOAT16 : CC1D_BFLOAT16;
+constexpr int64_t kSimdMin = 16;  // below this many, the scalar loop (no call through simd())
+
 template <typename T>
 void gather_as(const void* base, int64_t off, int64_t stride, int64_t n, float* dst) {
   const T* src = static_cast<const T*>(base) + off;
-  if (stride == 1)
-    for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
-  else
-    for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i * stride]);
+  if (stride == 1 && n >= kSimdMin) return simd().to_f32(dtype_code<T>, src, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i * stride]);
 }
 
 template <typename T>
 void scatter_as(void* base, int64_t off, int64_t stride, int64_t n, const float* src) {
   T* dst = static_cast<T*>(base) + off;
-  if (stride == 1)
-    for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
-  else
-    for (int64_t i = 0; i < n; ++i) dst[i * stride] = from_float<T>(src[i]);
+  if (stride == 1 && n >= kSimdMin) return simd().from_f32(dtype_code<T>, src, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i * stride] = from_float<T>(src[i]);
 }
 
 using GatherFn = void (*)(const void*, int64_t, int64_t, int64_t, float*);
