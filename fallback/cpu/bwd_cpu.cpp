@@ -114,8 +114,9 @@ struct RowBuffers {
 template <int W, bool SEQ>
 void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers& buf) {
   const TensorRef &xt = p.x, &dt = p.dout;
-  float w[W];
+  float w[W], w_rev[W];
   gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
+  for (int k = 0; k < W; ++k) w_rev[k] = w[W - 1 - k];
   const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
   const GatherFn gx = gather_fn(p.x_dtype);
   std::vector<float>&x = buf.x, &z = buf.z, &g = buf.g, &dx = buf.dx;
@@ -135,14 +136,20 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
         seg[k] = s < p.seqlen ? seq_at(p, b, s) : -1;
       }
     if (p.silu) {
-      RowTile<W, SEQ>::pre_activation(x.data(), seg.data(), w, bias, z.data(), n);
+      if (SEQ)
+        RowTile<W, SEQ>::pre_activation(x.data(), seg.data(), w, bias, z.data(), n);
+      else  // the forward's vector kernel on the float tile
+        simd().conv_time[W - 1](CC1D_FLOAT32, x.data() + W - 1, x.data(), w, bias, false, z.data(), n);
       simd().mul_silu_grad(z.data(), g.data(), n);
     }
     if (SEQ)
       for (int64_t i = 0; i < n; ++i) g[i] = seg[W - 1 + i] < 0 ? 0.f : g[i];  // padding tokens
     std::copy(carry, carry + W - 1, g.begin() + n);
     if (p.dx.present()) {
-      RowTile<W, SEQ>::grad_x(g.data(), seg.data(), w, dx.data(), n);
+      if (SEQ)
+        RowTile<W, SEQ>::grad_x(g.data(), seg.data(), w, dx.data(), n);
+      else  // dx[i] = sum_j w[W-1-j] g[i+j]: the forward's kernel with the taps reversed
+        simd().conv_time[W - 1](CC1D_FLOAT32, g.data() + W - 1, g.data(), w_rev, 0.f, false, dx.data(), n);
       for (int64_t i = std::max<int64_t>(0, p.seqlen - (W - 1) - t0); i < n; ++i) dx[i] += dfinal_at(p, b, c, t0 + i);
       scatter_fn(p.x_dtype)(p.dx.data, b * p.dx.strides[0] + c * p.dx.strides[1] + t0 * p.dx.strides[2],
                             p.dx.strides[2], n, dx.data());
