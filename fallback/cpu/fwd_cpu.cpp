@@ -4,8 +4,7 @@
 // AVX2 or baseline, chosen at run time), with the width fixed per call. Two tilings, following
 // the problem's time_major:
 //  - time-major (channel-first): one row (b, c) tile of time at a time, vectorised over t;
-//  - channel-major (channel-last): a (time x channels) tile, vectorised over c, each vector of
-//    channels walking down the tile.
+//  - channel-major (channel-last): a (time x channels) tile, step by step, vectorised over c.
 // With unit strides (time for the first, channels for the second) and no seq_idx, one fused pass
 // reads x in its dtype and writes out; only the W-1 steps of history before a tile are staged as
 // floats. Other strides and seq_idx gather the tile into floats first, then scatter.
@@ -52,14 +51,11 @@ void write_final_states(const FwdProblem& p, int64_t b, int64_t c) {
 }
 
 // x[b, c, s0 .. s0+n) into dst as floats, reading initial states (or zeros) for s < 0.
-void gather_x(const FwdProblem& p, const SimdKernels& k, int64_t b, int64_t c, int64_t s0, int64_t n, float* dst) {
+void gather_x(const FwdProblem& p, int64_t b, int64_t c, int64_t s0, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i < n && s0 + i < 0; ++i) dst[i] = x_at(p, b, c, s0 + i);
-  const int64_t off = b * p.x.strides[0] + c * p.x.strides[1] + (s0 + i) * p.x.strides[2];
-  if (p.x.strides[2] == 1)
-    k.to_f32(p.x_dtype, static_cast<const char*>(p.x.data) + off * dtype_size(p.x_dtype), dst + i, n - i);
-  else
-    gather_fn(p.x_dtype)(p.x.data, off, p.x.strides[2], n - i, dst + i);
+  gather_fn(p.x_dtype)(p.x.data, b * p.x.strides[0] + c * p.x.strides[1] + (s0 + i) * p.x.strides[2],
+                       p.x.strides[2], n - i, dst + i);
 }
 
 // Taps with segment masking: a tap whose segment differs from the output's is skipped.
@@ -97,7 +93,7 @@ void fwd_time_major(const FwdProblem& p) {
                                (b * p.x.strides[0] + c * p.x.strides[1] + t0) * es,
                            xin.data(), w, bias, p.silu, static_cast<char*>(p.out.data) + o_off * es, n);
       } else {
-        gather_x(p, k, b, c, t0 - (W - 1), n + W - 1, xin.data());
+        gather_x(p, b, c, t0 - (W - 1), n + W - 1, xin.data());
         if (seq) {
           for (int64_t i = 0; i < n + W - 1; ++i) seg[i] = seq_at(p, b, t0 - (W - 1) + i);
           conv_row_seq(W, xin.data(), seg.data(), w, bias, out.data(), n);
@@ -114,15 +110,13 @@ void fwd_time_major(const FwdProblem& p) {
 }
 
 // The W-1 steps before t0 of channels [c0, c0+nc) as floats (x, initial states or zeros).
-void stage_halo(const FwdProblem& p, const SimdKernels& k, int64_t b, int64_t t0, int64_t c0, int64_t nc, float* halo) {
+void stage_halo(const FwdProblem& p, int64_t b, int64_t t0, int64_t c0, int64_t nc, float* halo) {
   for (int i = 0; i < p.width - 1; ++i) {
     const int64_t s = t0 - (p.width - 1) + i;
     float* row = halo + i * nc;
-    if (s >= 0 && p.x.strides[1] == 1)
-      k.to_f32(p.x_dtype,
-               static_cast<const char*>(p.x.data) +
-                   (b * p.x.strides[0] + c0 + s * p.x.strides[2]) * dtype_size(p.x_dtype),
-               row, nc);
+    if (s >= 0)
+      gather_fn(p.x_dtype)(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + s * p.x.strides[2], p.x.strides[1],
+                           nc, row);
     else
       for (int64_t j = 0; j < nc; ++j) row[j] = x_at(p, b, c0 + j, s);
   }
@@ -134,7 +128,7 @@ void cl_tile_generic(const FwdProblem& p, const SimdKernels& k, int64_t b, int64
                      int64_t nc, std::vector<float>& xin, const float* wt, const float* bias) {
   const int W = p.width;
   const GatherFn gx = gather_fn(p.x_dtype);
-  stage_halo(p, k, b, t0, c0, nc, xin.data());
+  stage_halo(p, b, t0, c0, nc, xin.data());
   for (int64_t i = 0; i < nt; ++i)
     gx(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + (t0 + i) * p.x.strides[2], p.x.strides[1], nc,
        &xin[(W - 1 + i) * nc]);
@@ -180,7 +174,7 @@ void fwd_channel_major(const FwdProblem& p) {
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
       if (fused) {  // x read in its dtype, straight into out: only the history goes through floats
-        stage_halo(p, k, b, t0, c0, nc, xin.data());
+        stage_halo(p, b, t0, c0, nc, xin.data());
         const int64_t es = dtype_size(p.x_dtype);
         k.conv_channels[W - 1](
             p.x_dtype, static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 + t0 * p.x.strides[2]) * es,
