@@ -176,10 +176,10 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
 // Rows of nc channels: x rows j <-> time t0-(W-1)+j (nt+W-1 rows), g rows i <-> time t0+i (nt,
 // then the W-1 carried rows).
 struct TileBuffers {
-  std::vector<float> w, bias, x, z, g, carry, dw, db, a;
+  std::vector<float> w, w_rev, bias, x, z, g, carry, dw, db, a;
   TileBuffers(int W, int64_t nc)
-      : w(W * nc), bias(nc), x((kCLTimeTile + W - 1) * nc), z(nc), g((kCLTimeTile + W - 1) * nc),
-        carry((W - 1) * nc), dw(W * nc), db(nc), a(nc) {}
+      : w(W * nc), w_rev(W * nc), bias(nc), x((kCLTimeTile + W - 1) * nc), z(kCLTimeTile * nc),
+        g((kCLTimeTile + W - 1) * nc), carry((W - 1) * nc), dw(W * nc), db(nc), a(nc) {}
 };
 
 // Channels per item: as many as leave every thread two items, within [kCLChanTileMin,
@@ -207,6 +207,10 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
   if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
   const bool has_seq = p.seq_idx.present();
   auto seq = [&](int64_t s) { return !has_seq ? 0 : s < p.seqlen ? seq_at(p, b, s) : -1; };
+  // Without seq_idx every tap counts: the pre-activation and dx of a whole tile are the forward's
+  // channel-last SIMD kernel (dx with the taps reversed), written into z.
+  const SimdKernels& k = simd();
+  for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &buf.w_rev[(W - 1 - j) * nc]);
   for (int64_t t0 = (p.seqlen - 1) / kCLTimeTile * kCLTimeTile; t0 >= 0; t0 -= kCLTimeTile) {
     const int64_t nt = std::min(kCLTimeTile, p.seqlen - t0);
     for (int64_t j = 0; j < nt + W - 1; ++j) {
@@ -225,46 +229,64 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
         continue;
       }
       gx(p.dout.data, b * p.dout.strides[0] + c0 * p.dout.strides[1] + t * p.dout.strides[2], p.dout.strides[1], nc, gi);
-      if (!p.silu) continue;
+      if (!p.silu || !has_seq) continue;
       std::copy(bias.begin(), bias.begin() + nc, z.begin());
-      for (int k = 0; k < W; ++k) {
-        if (seq(t - (W - 1) + k) != cur) continue;
-        const float *xr = &x[(i + k) * nc], *wr = &w[k * nc];
+      for (int kk = 0; kk < W; ++kk) {
+        if (seq(t - (W - 1) + kk) != cur) continue;
+        const float *xr = &x[(i + kk) * nc], *wr = &w[kk * nc];
         for (int64_t q = 0; q < nc; ++q) z[q] += wr[q] * xr[q];
       }
-      simd().mul_silu_grad(z.data(), gi, nc);
+      k.mul_silu_grad(z.data(), gi, nc);
+    }
+    if (p.silu && !has_seq) {
+      k.conv_channels[W - 1](CC1D_FLOAT32, &x[(W - 1) * nc], nc, x.data(), w.data(), bias.data(), false, z.data(), nc,
+                             nt, nc);
+      k.mul_silu_grad(z.data(), g.data(), nt * nc);
     }
     std::copy(carry.begin(), carry.begin() + (W - 1) * nc, g.begin() + nt * nc);
+    const bool dx_tile = !has_seq && p.dx.present();
+    if (dx_tile) {  // row i: sum_j w_rev[j] g[i + j], the rows after the tile being the carry
+      std::fill(a.begin(), a.begin() + nc, 0.f);
+      k.conv_channels[W - 1](CC1D_FLOAT32, &g[(W - 1) * nc], nc, g.data(), buf.w_rev.data(), a.data(), false,
+                             z.data(), nc, nt, nc);
+    }
     // dx at t0+i for i in [0, nt), and in the first tile dinitial_states at -(W-1)..-1.
     for (int64_t i = nt - 1; i >= (t0 == 0 ? -(W - 1) : 0); --i) {
       const int64_t s = t0 + i;
       if (s >= 0 ? !p.dx.present() : !p.dinitial_states.present()) continue;
-      const int cur = seq(s);
-      std::fill(a.begin(), a.begin() + nc, 0.f);
+      float* ai = a.data();
+      if (dx_tile && s >= 0) {
+        ai = &z[i * nc];
+      } else {
+        const int cur = seq(s);
+        std::fill(a.begin(), a.begin() + nc, 0.f);
+        for (int kk = 0; kk < W; ++kk) {
+          const int64_t r = i + W - 1 - kk;  // the output this tap feeds
+          if (r < 0 || seq(t0 + r) != cur) continue;
+          const float *gr = &g[r * nc], *wr = &w[kk * nc];
+          for (int64_t q = 0; q < nc; ++q) a[q] += wr[q] * gr[q];
+        }
+      }
       if (p.dfinal_states.present() && s >= p.seqlen - (W - 1))
-        for (int64_t q = 0; q < nc; ++q) a[q] = dfinal_at(p, b, c0 + q, s);
-      for (int k = 0; k < W; ++k) {
-        const int64_t r = i + W - 1 - k;  // the output this tap feeds
-        if (r < 0 || seq(t0 + r) != cur) continue;
-        const float *gr = &g[r * nc], *wr = &w[k * nc];
-        for (int64_t q = 0; q < nc; ++q) a[q] += wr[q] * gr[q];
-      }
+        for (int64_t q = 0; q < nc; ++q) ai[q] += dfinal_at(p, b, c0 + q, s);
       if (s >= 0)
-        sx(p.dx.data, b * p.dx.strides[0] + c0 * p.dx.strides[1] + s * p.dx.strides[2], p.dx.strides[1], nc, a.data());
+        sx(p.dx.data, b * p.dx.strides[0] + c0 * p.dx.strides[1] + s * p.dx.strides[2], p.dx.strides[1], nc, ai);
       else
-        for (int64_t q = 0; q < nc; ++q) store_dinit(p, b, c0 + q, static_cast<int>(s + W - 1), a[q]);
+        for (int64_t q = 0; q < nc; ++q) store_dinit(p, b, c0 + q, static_cast<int>(s + W - 1), ai[q]);
     }
-    for (int64_t i = 0; i < nt; ++i) {
-      const float* gi = &g[i * nc];
-      const int cur = seq(t0 + i);
-      for (int64_t q = 0; q < nc; ++q) db[q] += gi[q];
-      for (int k = 0; k < W; ++k) {
-        if (seq(t0 + i - (W - 1) + k) != cur) continue;
-        const float* xr = &x[(i + k) * nc];
-        float* d = &dw[k * nc];
-        for (int64_t q = 0; q < nc; ++q) d[q] += gi[q] * xr[q];
+    if (!has_seq) k.tap_sums[W - 1](g.data(), x.data(), nt, nc, dw.data(), db.data());
+    else
+      for (int64_t i = 0; i < nt; ++i) {  // the same sums, a tap of another segment skipped
+        const float* gi = &g[i * nc];
+        const int cur = seq(t0 + i);
+        for (int64_t q = 0; q < nc; ++q) db[q] += gi[q];
+        for (int kk = 0; kk < W; ++kk) {
+          if (seq(t0 + i - (W - 1) + kk) != cur) continue;
+          const float* xr = &x[(i + kk) * nc];
+          float* d = &dw[kk * nc];
+          for (int64_t q = 0; q < nc; ++q) d[q] += gi[q] * xr[q];
+        }
       }
-    }
     std::copy(g.begin(), g.begin() + (W - 1) * nc, carry.begin());
   }
   for (int64_t q = 0; q < nc; ++q) {

@@ -22,6 +22,11 @@ struct SimdKernels {
   // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. Index W-1.
   void (*const* conv_channels)(int dtype, const void* x, long long xs, const float* halo, const float* wt,
                                const float* bias, bool silu, void* out, long long os, long long nt, long long nc);
+  // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
+  // of nc floats: g, and x with its W-1 steps of history first): per channel q,
+  // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.
+  // Index W-1.
+  void (*const* tap_sums)(const float* g, const float* x, long long nt, long long nc, float* dw, float* db);
   // One decode step of n channels (the update op's common case): state rows of W contiguous
   // elements, row after row, in dtype xd, shift left by one and take x (n contiguous elements);
   // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias

@@ -1,6 +1,6 @@
 // The CPU backend's machinery apart from the op grid: every SIMD build this CPU runs (special
-// values, conversions, a result independent of its position, the forward and the update's decode
-// step on each), and the thread pool with concurrent callers.
+// values, conversions, a result independent of its position, the forward, the backward and the
+// update's decode step on each), and the thread pool with concurrent callers.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -13,6 +13,7 @@
 
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
+#include "bwd_case.h"
 #include "fwd_case.h"
 #include "update_case.h"
 
@@ -148,6 +149,24 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
           for (int64_t L : {int64_t(3), int64_t(317)})
             run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, 53, L, true, true, false, width != 4, true}, rng,
                          CC1D_BACKEND_CPU);
+  }
+  cc1d::simd_override_for_testing(nullptr);
+}
+
+TEST_CASE("every SIMD build: the backward against the float64 reference") {
+  // The rows' pre-activation and dx (the forward's kernels on float tiles, dx with the taps
+  // reversed) and the channel-last tile sums (tap_sums), with and without seq_idx.
+  std::mt19937 rng = test_rng(205);
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
+      for (int width : {2, 4, 8})
+        for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
+          for (bool seq : {false, true})
+            run_bwd_case(BwdCase{xdt, CC1D_FLOAT32, width, layout, 2, 53, 150, true, true,
+                                 seq && layout == Layout::ChannelLast, true, true},
+                         rng, CC1D_BACKEND_CPU);
   }
   cc1d::simd_override_for_testing(nullptr);
 }
