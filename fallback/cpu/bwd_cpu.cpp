@@ -4,9 +4,11 @@
 // the W-1 values of g (the gradient of the pre-activation) that the later tile computed, so
 // silu's derivative is evaluated once per element. Inputs are converted to fp32 tiles and the
 // loops run over the contiguous axis with the width as a template parameter, so they vectorise:
-//  - time-major (channel-first): one work item per row (b, c), vectorised over time (without
-//    seq_idx the pre-activation and dx run on the forward's SIMD kernel, simd.h);
+//  - time-major (channel-first): one work item per row (b, c), vectorised over time;
 //  - channel-major (channel-last): one item per (b, tile of channels), vectorised over channels.
+// Without seq_idx the pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with
+// the taps reversed), and the channel-last sums on tap_sums; with it, plain loops skip the taps
+// of another segment.
 // Deterministic by construction: the items depend on the problem only, each accumulates its
 // dweight/dbias in fp32 in a fixed order into its own slot, and the slots are summed per channel
 // in batch order at the end — the same bits for any thread count.
