@@ -73,19 +73,20 @@ struct Sums {
 // (n+W-1: the tile, then the carried halo).
 template <int W, bool SEQ>
 struct RowTile {
-  // z[i] = bias + sum_k w[k] x[i+k] (taps of another segment skipped).
+  // With seq_idx only (without, the forward's SIMD kernels serve these two):
+  // z[i] = bias + sum_k w[k] x[i+k], taps of another segment skipped.
   static void pre_activation(const float* x, const int* seg, const float* w, float bias, float* z, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       float acc = bias;
-      for (int k = 0; k < W; ++k) acc += (!SEQ || seg[i + k] == seg[W - 1 + i]) ? w[k] * x[i + k] : 0.f;
+      for (int k = 0; k < W; ++k) acc += seg[i + k] == seg[W - 1 + i] ? w[k] * x[i + k] : 0.f;
       z[i] = acc;
     }
   }
-  // dx[i] = sum_k w[k] g[i+W-1-k] (outputs of another segment skipped).
+  // dx[i] = sum_k w[k] g[i+W-1-k], outputs of another segment skipped.
   static void grad_x(const float* g, const int* seg, const float* w, float* dx, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       float acc = 0.f;
-      for (int k = 0; k < W; ++k) acc += (!SEQ || seg[2 * (W - 1) + i - k] == seg[W - 1 + i]) ? w[k] * g[i + W - 1 - k] : 0.f;
+      for (int k = 0; k < W; ++k) acc += seg[2 * (W - 1) + i - k] == seg[W - 1 + i] ? w[k] * g[i + W - 1 - k] : 0.f;
       dx[i] = acc;
     }
   }
@@ -139,7 +140,7 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
         seg[k] = s < p.seqlen ? seq_at(p, b, s) : -1;
       }
     if (p.silu) {
-      if (SEQ)
+      if constexpr (SEQ)
         RowTile<W, SEQ>::pre_activation(x.data(), seg.data(), w, bias, z.data(), n);
       else  // the forward's vector kernel on the float tile
         simd().conv_time[W - 1](CC1D_FLOAT32, x.data() + W - 1, x.data(), w, bias, false, z.data(), n);
@@ -149,7 +150,7 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
       for (int64_t i = 0; i < n; ++i) g[i] = seg[W - 1 + i] < 0 ? 0.f : g[i];  // padding tokens
     std::copy(carry, carry + W - 1, g.begin() + n);
     if (p.dx.present()) {
-      if (SEQ)
+      if constexpr (SEQ)
         RowTile<W, SEQ>::grad_x(g.data(), seg.data(), w, dx.data(), n);
       else  // dx[i] = sum_j w[W-1-j] g[i+j]: the forward's kernel with the taps reversed
         simd().conv_time[W - 1](CC1D_FLOAT32, g.data() + W - 1, g.data(), w_rev, 0.f, false, dx.data(), n);
@@ -212,7 +213,8 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
   // Without seq_idx every tap counts: the pre-activation and dx of a whole tile are the forward's
   // channel-last SIMD kernel (dx with the taps reversed), written into z.
   const SimdKernels& k = simd();
-  for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &buf.w_rev[(W - 1 - j) * nc]);
+  if (!has_seq)
+    for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &buf.w_rev[(W - 1 - j) * nc]);
   for (int64_t t0 = (p.seqlen - 1) / kCLTimeTile * kCLTimeTile; t0 >= 0; t0 -= kCLTimeTile) {
     const int64_t nt = std::min(kCLTimeTile, p.seqlen - t0);
     for (int64_t j = 0; j < nt + W - 1; ++j) {
