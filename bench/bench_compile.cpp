@@ -3,8 +3,9 @@
 // kernel back from a cache entry.
 //
 //   bench_compile [--all] [--arch N] [--threads N]
-// Default: every forward path with each x dtype (weight of x's dtype) and the update kernel, at
-// width 4 (27 variants), sm_90, 1 thread. --all compiles every variant of every op. Times are
+// Default: every forward path with each x dtype (weight of x's dtype), the update kernel, the
+// backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (40 variants),
+// sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant of every op. Times are
 // the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
 // busy machine would measure the other processes too), with wall time beside. Prints one line
 // per variant and a summary (min/median/max).
@@ -23,7 +24,9 @@
 
 #include "nvrtc/nvrtc_compile.h"
 #include "jit/image_cache.h"
+#include "kernels_src/bwd_params.h"
 #include "kernels_src/fwd_params.h"
+#include "ops/bwd/bwd_kernels.h"
 #include "ops/fwd/fwd_op.h"
 #include "ops/update/update_kernels.h"
 #include "jit/kernel_source.h"
@@ -89,6 +92,10 @@ int main(int argc, char** argv) {
     for (int path = 0; path < kFwdNumPaths; ++path)
       for (cc1d_dtype x : dtypes) names.push_back(fwd_kernel_name(x, x, 4, path));
     for (cc1d_dtype x : dtypes) names.push_back(update_kernel_name(x, x, 4));
+    for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel})
+      for (cc1d_dtype x : dtypes) names.push_back(bwd_kernel_name(x, x, 4, layout));
+    for (cc1d_dtype x : dtypes) names.push_back(bwd_finalize_kernel_name(x));
+    names.push_back(kBwdZeroKernel);
   }
 
   // The first compile pays NVRTC's one-time initialisation: report it apart.
@@ -152,6 +159,24 @@ int main(int argc, char** argv) {
   compile_kernels(nvrtc, src, names, CodeKind::Cubin, arch);
   std::printf("%-28s n=%-4zu %.1f ms CPU per kernel\n", "all in one program", names.size(),
               (thread_cpu_ms() - c_all) / names.size());
+  // One backward call's kernels (zero, main, finalize; bf16) as the nvrtc backend compiles them
+  // now, in one program, against one program each: the minimum of 3 alternated runs of each.
+  if (!all)
+    for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel}) {
+      const std::vector<std::string> call = {kBwdZeroKernel, bwd_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4, layout),
+                                             bwd_finalize_kernel_name(CC1D_BFLOAT16)};
+      double apart = 1e30, together = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        double c = thread_cpu_ms();
+        for (const std::string& n : call) compile_kernel(nvrtc, src, n, CodeKind::Cubin, arch);
+        apart = std::min(apart, thread_cpu_ms() - c);
+        c = thread_cpu_ms();
+        compile_kernels(nvrtc, src, call, CodeKind::Cubin, arch);
+        together = std::min(together, thread_cpu_ms() - c);
+      }
+      std::printf("backward call, layout %d, bf16: one program %.1f ms CPU, one program per kernel %.1f (%.0f%% less)\n",
+                  layout, together, apart, 100 * (1 - together / apart));
+    }
   std::printf("wall time for %zu variants (cubin + ptx + cache, %d thread(s)): %.1f s\n", names.size(), threads,
               wall / 1000);
   return 0;

@@ -6,8 +6,9 @@
 // --profile-set: one variant per kernel family (each op's paths x each x dtype, width 4, weight
 // of x's dtype), labelled "fwd time_vec bf16", or those whose label contains TEXT; without names
 // or it: every kernel of every op.
-// Writes DIR/<n>.sm_<arch>.cubin and DIR/manifest.tsv: file, arch, threads per block, compile
-// ms, lowered name, label, name expression.
+// Writes DIR/<n>.sm_<arch>.cubin and DIR/manifest.tsv: file, arch, threads per block, dynamic
+// shared memory bytes of a launch (what the planner asks for: the backward's time layouts),
+// compile ms, lowered name, label, name expression.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -17,12 +18,15 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "jit/kernel_source.h"
+#include "kernels_src/bwd_params.h"
 #include "kernels_src/fwd_params.h"
 #include "kernels_src/update_params.h"
 #include "kernels_src/varlen_params.h"
 #include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/nvrtc_lib.h"
+#include "ops/bwd/bwd_kernels.h"
 #include "ops/fwd/fwd_kernels.h"
 #include "ops/op.h"
 #include "ops/update/update_kernels.h"
@@ -48,11 +52,13 @@ int block_threads(const std::string& name) {
   if (name.find("causal_conv1d_fwd_kernel") != std::string::npos) return kFwdThreads;
   if (name.find("causal_conv1d_update_kernel") != std::string::npos) return kUpdateThreads;
   if (name.find("causal_conv1d_varlen_states_kernel") != std::string::npos) return kVarlenThreads;
+  if (name.find("causal_conv1d_bwd_") != std::string::npos) return kBwdThreads;
   return 0;  // unknown: the profile reports no occupancy
 }
 
 struct Variant {
   std::string label, name;
+  int dynamic_smem = 0;  // bytes a launch of it asks for (as the planner sizes it)
 };
 
 // The families the static profile covers (bench/sass_budget.json names them by label).
@@ -70,6 +76,17 @@ std::vector<Variant> profile_set() {
     v.push_back({std::string("varlen scalar ") + dtype_names[i], varlen_kernel_name(dtypes[i], false)});
     v.push_back({std::string("varlen_vec ") + dtype_names[i], varlen_kernel_name(dtypes[i], true)});
   }
+  // The backward's main kernel per layout (time layouts: their shared tiles without seq_idx),
+  // then the finalize kernel per weight dtype and the zeroing kernel.
+  const char* layouts[] = {"time", "time_vec", "channel"};  // indexed by kBwdLayout*
+  for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel})
+    for (int i = 0; i < 3; ++i)
+      v.push_back({std::string("bwd ") + layouts[layout] + " " + dtype_names[i],
+                   bwd_kernel_name(dtypes[i], dtypes[i], 4, layout),
+                   layout == kBwdLayoutChannel ? 0 : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(dtypes[i])), 4, false)});
+  for (int i = 0; i < 3; ++i)
+    v.push_back({std::string("bwd finalize ") + dtype_names[i], bwd_finalize_kernel_name(dtypes[i])});
+  v.push_back({"bwd zero fp32", kBwdZeroKernel});
   return v;
 }
 
@@ -140,8 +157,8 @@ int main(int argc, char** argv) {
           return 1;
         }
         std::fclose(f);
-        std::fprintf(manifest, "%s\t%d\t%d\t%.1f\t%s\t%s\t%s\n", file.c_str(), arch, block_threads(names[i].name),
-                     img.ms, img.lowered_name.c_str(), names[i].label.c_str(), names[i].name.c_str());
+        std::fprintf(manifest, "%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\n", file.c_str(), arch,
+                     block_threads(names[i].name), names[i].dynamic_smem, img.ms, img.lowered_name.c_str(), names[i].label.c_str(), names[i].name.c_str());
       } catch (const Error& e) {
         std::fprintf(stderr, "kernel_cubins: %s\n", e.what());
         ++failures;

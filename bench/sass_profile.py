@@ -8,7 +8,8 @@ one per kernel family (each op's paths x x dtype, width 4) and SM. For each one:
     (nvdisasm);
   - the steady-state loop: the innermost loop that stores the most bytes; its instructions
     divided by the outputs it stores ("instr/out"), and its 16-byte loads and stores;
-  - occupancy per SM from registers, shared memory and the block size.
+  - occupancy per SM from registers, shared memory (static, plus the dynamic shared memory the
+    planner asks for at launch) and the block size.
 
     bench/sass_profile.py --tool build/cmake/bench/kernel_cubins [--arch 80,90,100] [--match TEXT]
                           [--check bench/sass_budget.json] [--results bench/RESULTS.md]
@@ -143,8 +144,9 @@ def loops(insns, labels):
     return out
 
 
-def profile(cubin, arch, threads, elem_bytes, tools):
+def profile(cubin, arch, threads, dynamic_smem, elem_bytes, tools):
     res = res_usage(tools["cuobjdump"], cubin)
+    res["shared"] += dynamic_smem  # a launch's dynamic shared memory counts like the static
     insns, labels = disassemble(tools["nvdisasm"], cubin)
     # The trailing self-branch and padding after the last EXIT are not code.
     body = [(a, t) for a, t in insns if opcode(t) != "NOP"]
@@ -295,9 +297,9 @@ def main():
         rows = []
         with open(os.path.join(tmp, "manifest.tsv")) as f:
             for line in f:
-                file, arch, threads, ms, lowered, label, name = line.rstrip("\n").split("\t")
+                file, arch, threads, smem, ms, lowered, label, name = line.rstrip("\n").split("\t")
                 rows.append(dict(label=label, name=name, arch=int(arch), compile_ms=float(ms),
-                                 profile=profile(os.path.join(tmp, file), int(arch), int(threads),
+                                 profile=profile(os.path.join(tmp, file), int(arch), int(threads), int(smem),
                                                  elem_bytes_of(label), tools)))
     rows.sort(key=lambda r: (r["label"], r["arch"]))
     text = table(rows)

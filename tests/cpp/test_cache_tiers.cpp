@@ -203,6 +203,101 @@ TEST_CASE("compile once: a failed compile stores nothing and releases the lock")
   CHECK(next.stats().lock_waits == 0);
 }
 
+// One call's kernels as the nvrtc backend asks for them: one image holding them all, returned
+// per kernel with its own entry point (as one NVRTC program makes them).
+std::vector<CompiledImage> one_program(const std::vector<size_t>& missing, const CompiledImage& image) {
+  std::vector<CompiledImage> out;
+  for (size_t i : missing) {
+    CompiledImage k = image;
+    k.lowered_name = "_Z6kernel" + std::to_string(i);
+    out.push_back(k);
+  }
+  return out;
+}
+
+TEST_CASE("compile together: only what no cache holds goes to one compile; each kernel keeps an entry") {
+  const std::string dir = fresh_dir("group");
+  const std::vector<CacheKey> keys = {key("zero"), key("main"), key("finalize")};
+  const CompiledImage held = random_kernel(700, 40), program = random_kernel(3000, 41);
+  ImageCache(dir).store(keys[1], held);  // another call compiled the main kernel before
+  ImageCache cache(dir);
+  std::vector<std::vector<size_t>> asked;
+  std::vector<std::string> origins;
+  const auto compile = [&](const std::vector<size_t>& missing) {
+    asked.push_back(missing);
+    return one_program(missing, program);
+  };
+  std::vector<CompiledImage> got = cache.get_or_compile_all(keys, compile, &origins);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0] == std::vector<size_t>{0, 2});
+  CHECK(origins == std::vector<std::string>{"compiled", "disk cache", "compiled"});
+  REQUIRE(got.size() == 3);
+  CHECK(got[1].image == held.image);
+  CHECK((got[0].image == program.image && got[0].lowered_name == "_Z6kernel0"));
+  CHECK((got[2].image == program.image && got[2].lowered_name == "_Z6kernel2"));
+  CHECK(cache.stats().misses == 2);
+  CHECK(cache.stats().writes == 2);
+  // A new process finds every kernel in its own entry, with its own entry point.
+  ImageCache next(dir);
+  got = next.get_or_compile_all(keys, compile, &origins);
+  CHECK(asked.size() == 1);
+  CHECK(origins == std::vector<std::string>{"disk cache", "disk cache", "disk cache"});
+  CHECK(got[2].lowered_name == "_Z6kernel2");
+  CHECK(next.stats().misses == 0);
+}
+
+TEST_CASE("compile together: a compile that returns the wrong count, or fails, stores nothing") {
+  const std::string dir = fresh_dir("group_fail");
+  const std::vector<CacheKey> keys = {key("a"), key("b")};
+  ImageCache cache(dir);
+  const CompiledImage program = random_kernel(500, 42);
+  CHECK_THROWS_WITH_AS(cache.get_or_compile_all(keys, [&](const std::vector<size_t>& m) {
+    return one_program({m[0]}, program);
+  }), doctest::Contains("1 images for 2 kernels"), Error);
+  CHECK_THROWS_AS(cache.get_or_compile_all(keys, [](const std::vector<size_t>&) -> std::vector<CompiledImage> {
+    fail(CC1D_ERR_COMPILE, "bad");
+  }), Error);
+  for (const CacheKey& k : keys) CHECK(access(cache.entry_path(k).c_str(), F_OK) != 0);
+  CHECK(cache.stats().writes == 0);
+}
+
+TEST_CASE("compile together: processes making the same call on a cold cache compile the set once") {
+  const std::string dir = fresh_dir("group_procs"), counter = dir + ".count";
+  const std::vector<CacheKey> keys = {key("zero"), key("main"), key("finalize")};
+  const CompiledImage program = random_kernel(4000, 43);
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 6; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(go[1]);
+      char c;
+      (void)!read(go[0], &c, 1);
+      ImageCache cache(dir);
+      const auto compile = counted_compile(counter, program, 300);
+      const std::vector<CompiledImage> got = cache.get_or_compile_all(keys, [&](const std::vector<size_t>& m) {
+        compile();  // counts one compile of the set
+        return one_program(m, program);
+      });
+      bool ok = got.size() == 3;
+      for (size_t k = 0; ok && k < 3; ++k)
+        ok = got[k].image == program.image && got[k].lowered_name == "_Z6kernel" + std::to_string(k);
+      _exit(ok ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  close(go[0]);
+  close(go[1]);
+  for (pid_t pid : kids) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  CHECK(compiles(counter) == 1);
+}
+
 TEST_CASE("tiers: searched in order after the local cache, verified, copied into the local cache") {
   const std::string t1 = fresh_dir("t1"), t2 = fresh_dir("t2"), local = fresh_dir("local");
   const CompiledImage a1 = random_kernel(3000, 27), a2 = random_kernel(3000, 28), b2 = random_kernel(3000, 29);

@@ -129,6 +129,12 @@ std::string report() {
 
 bool has(const std::string& s, const std::string& frag) { return s.find(frag) != std::string::npos; }
 
+size_t occurrences(const std::string& s, const std::string& frag) {
+  size_t n = 0;
+  for (size_t at = s.find(frag); at != std::string::npos; at = s.find(frag, at + 1)) ++n;
+  return n;
+}
+
 // A forward problem on "CUDA" device `dev`: random inputs in host memory, which the fake
 // driver's emulated launch reads and writes as device memory; out starts as NaN.
 struct Problem {
@@ -194,6 +200,32 @@ void expect_unavailable(std::initializer_list<const char*> fragments, bool whole
     CHECK(has(r, "\"nvrtc\": {\"compiled_in\": true, \"available\": false"));
   else
     CHECK(has(r, "\"index\": 0, \"sm\": 30, \"usable\": false"));
+}
+
+// A backward problem with every input and output, 2 x 24 x ~1024 bf16 (fp32 weights).
+BwdCase bwd_case(Layout layout, bool deterministic) {
+  BwdCase c{CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout, 2, 24, layout == Layout::ChannelFirst ? 1024 : 1030,
+            true, true, true, true, true};
+  c.deterministic = deterministic;
+  return c;
+}
+
+// One backward call on "device" memory (the caller's workspace) through the nvrtc backend,
+// checked against the float64 reference.
+void bwd_on_device(const BwdCase& c, std::mt19937& rng) {
+  BwdRun r(c, rng);
+  int64_t n = 0;
+  REQUIRE(cc1d_causal_conv1d_bwd_workspace(&r.a, &n) == CC1D_OK);
+  HostTensor ws = HostTensor::contiguous(CC1D_FLOAT32, {n});
+  for (HostTensor* t : {&r.x, &r.w, &r.bias, &r.seq, &r.init, &r.dout, &r.dfinal, &r.dx, &r.dweight, &r.dbias,
+                        &r.dinit, &ws})
+    t->t.device_type = CC1D_DEVICE_CUDA;
+  r.a.workspace = &ws.t;
+  r.a.backend = CC1D_BACKEND_NVRTC;
+  r.a.stream = reinterpret_cast<void*>(0x78);
+  INFO(describe(c));
+  REQUIRE_MESSAGE(cc1d_causal_conv1d_bwd(&r.a) == CC1D_OK, std::string(cc1d_last_error()));
+  check_bwd(r, r.reference());
 }
 
 }  // namespace
@@ -403,24 +435,32 @@ TEST_CASE("launch error") {
   CHECK(count("cuLaunchKernel") == 1);  // the driver was reached and said no
 }
 
+// A forward call (one kernel) and a backward call (three, compiled in one program); the warm
+// process finds each kernel in its own entry, the backward's three included.
 TEST_CASE("disk cache cold") {
   clean_cache_dir();
   Problem p;
   ok(p);
+  std::mt19937 rng = test_rng(80);
+  bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
   const std::string r = report();
-  CHECK(has(r, "\"origin\": \"compiled\""));
-  CHECK(has(r, "\"writes\": 1"));
+  CHECK(occurrences(r, "\"origin\": \"compiled\"") == 4);
+  CHECK(occurrences(r, "\"program_kernels\": 3") == 3);
+  CHECK(has(r, "\"writes\": 4"));
 }
 
 TEST_CASE("disk cache warm") {
   Problem p;
   ok(p);
+  std::mt19937 rng = test_rng(80);
+  bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
   const std::string r = report();
   INFO(r);
-  CHECK(has(r, "\"origin\": \"disk cache\""));
+  CHECK(occurrences(r, "\"origin\": \"disk cache\"") == 4);
   CHECK(has(r, "\"misses\": 0"));
   CHECK(has(r, "\"writes\": 0"));
   CHECK_FALSE(has(r, "\"origin\": \"compiled\""));
+  CHECK(count("cuModuleLoadData") == 4);
 }
 
 // Scenarios that compile (CC1D_TEST_NEEDS_NVRTC=1) exit 77 (ctest: skipped) when the library
@@ -534,22 +574,7 @@ TEST_CASE("bwd launch") {
   long launches = 0;
   for (bool deterministic : {false, true})
     for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast}) {
-      BwdCase c{CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout, 2, 24, layout == Layout::ChannelFirst ? 1024 : 1030,
-                true, true, true, true, true};
-      c.deterministic = deterministic;
-      BwdRun r(c, rng);
-      int64_t n = 0;
-      REQUIRE(cc1d_causal_conv1d_bwd_workspace(&r.a, &n) == CC1D_OK);
-      HostTensor ws = HostTensor::contiguous(CC1D_FLOAT32, {n});
-      for (HostTensor* t : {&r.x, &r.w, &r.bias, &r.seq, &r.init, &r.dout, &r.dfinal, &r.dx, &r.dweight, &r.dbias,
-                            &r.dinit, &ws})
-        t->t.device_type = CC1D_DEVICE_CUDA;
-      r.a.workspace = &ws.t;
-      r.a.backend = CC1D_BACKEND_NVRTC;
-      r.a.stream = reinterpret_cast<void*>(0x78);
-      INFO(describe(c));
-      REQUIRE_MESSAGE(cc1d_causal_conv1d_bwd(&r.a) == CC1D_OK, std::string(cc1d_last_error()));
-      check_bwd(r, r.reference());
+      bwd_on_device(bwd_case(layout, deterministic), rng);
       launches += deterministic ? 2 : 3;  // (zero,) main, finalize
     }
   CHECK(count("cuLaunchKernel") == launches);
@@ -558,4 +583,14 @@ TEST_CASE("bwd launch") {
   REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
   CHECK(has(l.kernel, "causal_conv1d_bwd_finalize_kernel"));
   CHECK(l.stream == reinterpret_cast<void*>(0x78));
+  // The first call's three kernels (zero, main, finalize) were compiled in one NVRTC program,
+  // the channel layout's main kernel alone by the second call; each kernel has its own entry
+  // and module, and the deterministic calls compiled nothing new.
+  const std::string r = report();
+  INFO(r);
+  CHECK(occurrences(r, "\"origin\": \"compiled\", \"program_kernels\": 3") == 3);
+  CHECK(occurrences(r, "\"origin\": \"compiled\", \"program_kernels\": 1") == 1);
+  CHECK(occurrences(r, "\"origin\": \"compiled\"") == 4);
+  CHECK(has(r, "\"writes\": 4"));
+  CHECK(count("cuModuleLoadData") == 4);
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "jit/cache_fs.h"
@@ -371,47 +372,76 @@ void ImageCache::store(const CacheKey& key, const CompiledImage& kernel) {
 
 CompiledImage ImageCache::get_or_compile(const CacheKey& key, const std::function<CompiledImage()>& compile,
                                          std::string* origin) {
-  const std::string digest = key.digest();
+  std::vector<std::string> origins;
+  std::vector<CompiledImage> images = get_or_compile_all(
+      {key}, [&](const std::vector<size_t>&) { return std::vector<CompiledImage>{compile()}; }, &origins);
+  if (origin) *origin = origins[0];
+  return std::move(images[0]);
+}
+
+std::vector<CompiledImage> ImageCache::get_or_compile_all(const std::vector<CacheKey>& keys,
+                                                          const CompileMissing& compile,
+                                                          std::vector<std::string>* origins) {
+  const size_t n = keys.size();
+  std::vector<std::string> digests, where(n);
+  for (const CacheKey& k : keys) digests.push_back(k.digest());
+  std::vector<CompiledImage> images(n);
+  std::vector<size_t> missing;
   StatCounts delta;
-  CompiledImage image;
-  if (lookup(digest, &image, origin, &delta)) {
-    flush(delta);
-    return image;
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (!lookup(digests[i], &images[i], &where[i], &delta)) missing.push_back(i);
   std::unique_ptr<KeyLock> lock;
-  if (ensure_local_dir()) {
-    lock = std::make_unique<KeyLock>(entries_dir(), digest, config_.lock_timeout_s);
+  if (!missing.empty() && ensure_local_dir()) {
+    // The first missing kernel's lock stands for the set: processes making the same call wait
+    // for one another; one making another call that shares a kernel may compile it again (the
+    // same bytes, written atomically).
+    const CacheKey& first = keys[missing[0]];
+    lock = std::make_unique<KeyLock>(entries_dir(), digests[missing[0]], config_.lock_timeout_s);
     if (lock->waited()) ++lock_waits_;
     if (lock->state() == KeyLock::State::Acquired) {
-      // Whoever held the lock, or finished just before we looked, has stored the entry.
-      if (load_local(digest, &image, &delta)) {
+      // Whoever held the lock, or finished just before we looked, has stored the entries.
+      std::vector<size_t> still;
+      for (size_t i : missing) {
+        if (!load_local(digests[i], &images[i], &delta)) {
+          still.push_back(i);
+          continue;
+        }
         ++hits_;
-        remember(digest, image);
-        if (origin) *origin = "disk cache";
-        logger().info("kernel {} loaded from the cache after waiting {:.0f} ms for another process to compile it",
-                      key.name_expression, lock->waited_ms());
-        flush(delta);
-        return image;
+        remember(digests[i], images[i]);
+        where[i] = "disk cache";
       }
+      if (still.size() < missing.size())
+        logger().info("kernel {} loaded from the cache after waiting {:.0f} ms for another process to compile it",
+                      first.name_expression, lock->waited_ms());
+      missing = still;
     } else if (lock->state() == KeyLock::State::TimedOut) {
       ++lock_timeouts_;
       logger().warn("another process has been compiling {} for {:.0f} s (CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT); "
                     "compiling it here without waiting longer",
-                    key.name_expression, lock->waited_ms() / 1000);
+                    first.name_expression, lock->waited_ms() / 1000);
     } else {
-      logger().debug("compiling {} without the cross-process lock: {}", key.name_expression, lock->why());
+      logger().debug("compiling {} without the cross-process lock: {}", first.name_expression, lock->why());
     }
   }
-  ++misses_;
-  ++delta[kLocal]["misses"];
-  image = compile();  // on a throw: nothing stored, the lock released, the miss not persisted
-  if (!image.image.empty()) {
-    remember(digest, image);
-    write_local(digest, encode_cache_entry(key, image), &delta);
+  if (!missing.empty()) {
+    misses_ += missing.size();
+    delta[kLocal]["misses"] += missing.size();
+    std::vector<CompiledImage> made = compile(missing);  // on a throw: nothing stored, the lock released
+    if (made.size() != missing.size())
+      fail(CC1D_ERR_INTERNAL, "the compiler returned " + std::to_string(made.size()) + " images for " +
+                                  std::to_string(missing.size()) + " kernels");
+    for (size_t j = 0; j < missing.size(); ++j) {
+      const size_t i = missing[j];
+      images[i] = std::move(made[j]);
+      where[i] = "compiled";
+      if (images[i].image.empty()) continue;
+      remember(digests[i], images[i]);
+      write_local(digests[i], encode_cache_entry(keys[i], images[i]), &delta);
+    }
   }
   flush(delta);
-  if (origin) *origin = "compiled";
-  return image;
+  if (origins) *origins = std::move(where);
+  return images;
 }
 
 CacheStats ImageCache::stats() const {

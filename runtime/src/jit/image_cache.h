@@ -6,7 +6,8 @@
 // is verified like any entry and copied into the local cache; a bad tier entry is skipped and
 // reported, never deleted. get_or_compile() is the compile-once path: on a miss it takes the
 // key's cross-process lock (cache_lock.h), looks again, and only then compiles and stores, so
-// N processes starting together on a cold cache compile each kernel once.
+// N processes starting together on a cold cache compile each kernel once. get_or_compile_all()
+// does the same for the kernels one call needs, compiled in one program.
 //
 // Local writes go through a locked temp file, fsync and rename (cache_fs.h): readers never see
 // a partial entry. Failed compiles are never stored. A size cap evicts the least recently used
@@ -73,6 +74,13 @@ class ImageCache {
   // propagate and nothing is stored. *origin as for load, or "compiled".
   CompiledImage get_or_compile(const CacheKey& key, const std::function<CompiledImage()>& compile,
                                std::string* origin = nullptr);
+  // The same for the kernels of one call, compiled together: `compile` receives the indices
+  // (into keys) of those no cache holds and returns their images in that order (one compiler
+  // program: each image holds them all). The set takes the lock of its first missing kernel.
+  // Returns every image in the order of keys; *origins (optional) as for get_or_compile.
+  using CompileMissing = std::function<std::vector<CompiledImage>(const std::vector<size_t>& missing)>;
+  std::vector<CompiledImage> get_or_compile_all(const std::vector<CacheKey>& keys, const CompileMissing& compile,
+                                                std::vector<std::string>* origins = nullptr);
 
   CacheStats stats() const;
   const std::string& dir() const { return config_.dir; }

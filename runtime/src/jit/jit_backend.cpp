@@ -1,6 +1,6 @@
 // jit_backend.cpp — the vendor-neutral JIT backend: kernel sources, the compiled-image cache
-// (memory and disk), compile-once per (device, kernel), and launches through the toolchain on
-// the caller's stream.
+// (memory and disk), compile-once per (device, kernel), the kernels one call needs compiled in
+// one program, and launches through the toolchain on the caller's stream.
 //
 // State lives in a process-lifetime object that is never destroyed: modules, contexts and
 // loaded libraries must outlive every static destructor that might still launch, and the
@@ -30,7 +30,8 @@ struct Slot {
 struct CompileRecord {
   std::string kernel, target, origin;  // origin: "compiled", "memory cache", "disk cache", "tier <path>"
   int device = 0;
-  double ms = 0;
+  double ms = 0;        // the call's kernels together: lookup, compile, load
+  size_t program = 0;   // compiled: how many kernels its compiler program held (0 otherwise)
 };
 
 class JitBackend final : public Backend {
@@ -69,8 +70,9 @@ class JitBackend final : public Backend {
     const std::vector<KernelLaunch> launches = op.plan(problem, problem.workspace);
     const JitDevice& dev = tc_->devices()[problem.device_index];
     // Every kernel is compiled and loaded before the first launch: a failure leaves nothing half done.
-    std::vector<void*> fns;
-    for (const KernelLaunch& l : launches) fns.push_back(kernel(dev, l.kernel));
+    std::vector<std::string> names;
+    for (const KernelLaunch& l : launches) names.push_back(l.kernel);
+    const std::vector<void*> fns = kernels(dev, names);
     for (size_t i = 0; i < launches.size(); ++i) tc_->launch(dev, fns[i], launches[i], stream);
   }
 
@@ -96,8 +98,8 @@ class JitBackend final : public Backend {
     });
   }
 
-  void* kernel(const JitDevice& dev, const std::string& name);
-  void* build(const JitDevice& dev, const std::string& name);
+  std::vector<void*> kernels(const JitDevice& dev, const std::vector<std::string>& names);
+  std::vector<void*> build(const JitDevice& dev, const std::vector<std::string>& names);
 
   cc1d_backend id_;
   std::unique_ptr<Toolchain> tc_;
@@ -110,43 +112,65 @@ class JitBackend final : public Backend {
   std::vector<CompileRecord> records_;
 };
 
-void* JitBackend::kernel(const JitDevice& dev, const std::string& name) {
-  std::shared_ptr<Slot> slot;
-  bool owner = false;
+// The entry points of one call's kernels. Those that no earlier or concurrent call is building
+// are built here, together: what no cache holds is compiled in one program.
+std::vector<void*> JitBackend::kernels(const JitDevice& dev, const std::vector<std::string>& names) {
+  std::vector<std::shared_ptr<Slot>> slots;
+  std::vector<std::string> mine;
+  std::vector<std::shared_ptr<Slot>> mine_slots;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& s = slots_[dev.ordinal][name];
-    if (s == nullptr) {
-      s = std::make_shared<Slot>();
-      owner = true;
+    for (const std::string& name : names) {
+      auto& s = slots_[dev.ordinal][name];
+      if (s == nullptr) {
+        s = std::make_shared<Slot>();
+        mine.push_back(name);
+        mine_slots.push_back(s);
+      }
+      slots.push_back(s);
     }
-    slot = s;
   }
-  if (owner) {
+  if (!mine.empty()) {
     try {
-      slot->promise.set_value(build(dev, name));
+      const std::vector<void*> fns = build(dev, mine);
+      for (size_t i = 0; i < mine.size(); ++i) mine_slots[i]->promise.set_value(fns[i]);
     } catch (...) {
       // Waiters get this error; the next call retries (a failure is never cached).
-      slot->promise.set_exception(std::current_exception());
+      for (const auto& s : mine_slots) s->promise.set_exception(std::current_exception());
       std::lock_guard<std::mutex> lock(mu_);
-      slots_[dev.ordinal].erase(name);
+      for (const std::string& name : mine) slots_[dev.ordinal].erase(name);
     }
   }
-  return slot->future.get();
+  std::vector<void*> fns;
+  for (const auto& s : slots) fns.push_back(s->future.get());
+  return fns;
 }
 
-void* JitBackend::build(const JitDevice& dev, const std::string& name) {
-  const CacheKey key{sources_.hash, name, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION};
-  CompileRecord rec{name, dev.target, "", dev.ordinal, 0};
+std::vector<void*> JitBackend::build(const JitDevice& dev, const std::vector<std::string>& names) {
+  std::vector<CacheKey> keys;
+  for (const std::string& name : names)
+    keys.push_back(CacheKey{sources_.hash, name, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION});
   const auto t0 = std::chrono::steady_clock::now();
-  // Compile once across processes: a hit, or this process compiles while the others wait.
-  const CompiledImage image =
-      cache_->get_or_compile(key, [&] { return tc_->compile(sources_, name, dev); }, &rec.origin);
-  void* fn = tc_->load(dev, image, name);
-  rec.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Compile once across processes: hits, or this process compiles while the others wait.
+  std::vector<std::string> origins;
+  size_t compiled = 0;
+  const std::vector<CompiledImage> images = cache_->get_or_compile_all(
+      keys,
+      [&](const std::vector<size_t>& missing) {
+        std::vector<std::string> todo;
+        for (size_t i : missing) todo.push_back(names[i]);
+        compiled = todo.size();
+        return tc_->compile(sources_, todo, dev);
+      },
+      &origins);
+  std::vector<void*> fns;
+  for (size_t i = 0; i < names.size(); ++i) fns.push_back(tc_->load(dev, images[i], names[i]));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
-  records_.push_back(rec);
-  return fn;
+  for (size_t i = 0; i < names.size(); ++i)
+    records_.push_back(
+        CompileRecord{names[i], dev.target, origins[i], dev.ordinal, ms, origins[i] == "compiled" ? compiled : 0});
+  return fns;
 }
 
 std::string JitBackend::report_json() {
@@ -163,7 +187,7 @@ std::string JitBackend::report_json() {
     std::snprintf(ms, sizeof ms, "%.2f", r.ms);
     j += std::string(i ? ", " : "") + "{\"variant\": " + json_quote(r.kernel) + ", \"device\": " +
          std::to_string(r.device) + ", \"target\": " + json_quote(r.target) + ", \"origin\": " +
-         json_quote(r.origin) + ", \"ms\": " + ms + "}";
+         json_quote(r.origin) + ", \"program_kernels\": " + std::to_string(r.program) + ", \"ms\": " + ms + "}";
   }
   return j + "]}";
 }

@@ -147,7 +147,7 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
       j.key = key.digest();
       const auto s = std::chrono::steady_clock::now();
       try {
-        j.bytes = cache.get_or_compile(key, [&] { return tc.compile(sources, j.kernel, dev); }, &j.origin).image.size();
+        j.bytes = cache.get_or_compile(key, [&] { return tc.compile(sources, {j.kernel}, dev)[0]; }, &j.origin).image.size();
       } catch (const std::exception& e) {
         j.error = first_line(e.what());
       }

@@ -37,9 +37,11 @@ class Toolchain {
   // the reason (no driver, no device, ...). Never throws.
   virtual std::string probe() = 0;
   virtual const std::vector<JitDevice>& devices() const = 0;
-  // Compiles kernel `name` (a C++ name expression) for the device's target. Throws
+  // Compiles kernels `names` (C++ name expressions) for the device's target in one program: one
+  // image holding them all, returned once per name with that kernel's entry point. Throws
   // CC1D_ERR_COMPILE with the compiler's log when the source is rejected.
-  virtual CompiledImage compile(const KernelSources& sources, const std::string& name, const JitDevice& device) = 0;
+  virtual std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
+                                             const JitDevice& device) = 0;
   // Loads an image on the device and returns its entry point (an opaque handle kept for the life
   // of the process). Throws CC1D_ERR_BACKEND_UNAVAILABLE when the driver refuses the image.
   virtual void* load(const JitDevice& device, const CompiledImage& image, const std::string& name) = 0;

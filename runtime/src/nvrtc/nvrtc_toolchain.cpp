@@ -44,9 +44,13 @@ class NvrtcToolchain final : public Toolchain {
 
   const std::vector<JitDevice>& devices() const override { return devices_; }
 
-  CompiledImage compile(const KernelSources& sources, const std::string& name, const JitDevice& dev) override {
+  std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
+                                     const JitDevice& dev) override {
     const NvrtcChoice& c = choices_[dev.ordinal].choice;
-    return compile_kernel(*choices_[dev.ordinal].nvrtc, sources, name, c.kind, c.target_arch);
+    const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, names, c.kind, c.target_arch);
+    std::vector<CompiledImage> out(names.size());
+    for (size_t i = 0; i < names.size(); ++i) out[i] = CompiledImage{p.image, p.lowered_names[i], p.target, p.ms};
+    return out;
   }
 
   void* load(const JitDevice& dev, const CompiledImage& image, const std::string& name) override {
