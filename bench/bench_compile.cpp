@@ -4,7 +4,7 @@
 //
 //   bench_compile [--all] [--arch N] [--threads N]
 // Default: every forward path with each x dtype (weight of x's dtype), the update kernel, the
-// backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (40 variants),
+// backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (43 variants),
 // sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant of every op. Times are
 // the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
 // busy machine would measure the other processes too), with wall time beside. Prints one line
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     for (int path = 0; path < kFwdNumPaths; ++path)
       for (cc1d_dtype x : dtypes) names.push_back(fwd_kernel_name(x, x, 4, path));
     for (cc1d_dtype x : dtypes) names.push_back(update_kernel_name(x, x, 4));
-    for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel})
+    for (int layout = 0; layout < kBwdNumLayouts; ++layout)
       for (cc1d_dtype x : dtypes) names.push_back(bwd_kernel_name(x, x, 4, layout));
     for (cc1d_dtype x : dtypes) names.push_back(bwd_finalize_kernel_name(x));
     names.push_back(kBwdZeroKernel);
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   // One backward call's kernels (zero, main, finalize; bf16) as the nvrtc backend compiles them
   // now, in one program, against one program each: the minimum of 3 alternated runs of each.
   if (!all)
-    for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel}) {
+    for (int layout = 0; layout < kBwdNumLayouts; ++layout) {
       const std::vector<std::string> call = {kBwdZeroKernel, bwd_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4, layout),
                                              bwd_finalize_kernel_name(CC1D_BFLOAT16)};
       double apart = 1e30, together = 1e30;
@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
         compile_kernels(nvrtc, src, call, CodeKind::Cubin, arch);
         together = std::min(together, thread_cpu_ms() - c);
       }
-      std::printf("backward call, layout %d, bf16: one program %.1f ms CPU, one program per kernel %.1f (%.0f%% less)\n",
-                  layout, together, apart, 100 * (1 - together / apart));
+      std::printf("backward call, %s, bf16: one program %.1f ms CPU, one program per kernel %.1f (%.0f%% less)\n",
+                  bwd_layout_name(layout), together, apart, 100 * (1 - together / apart));
     }
   std::printf("wall time for %zu variants (cubin + ptx + cache, %d thread(s)): %.1f s\n", names.size(), threads,
               wall / 1000);

@@ -76,14 +76,16 @@ std::vector<Variant> profile_set() {
     v.push_back({std::string("varlen scalar ") + dtype_names[i], varlen_kernel_name(dtypes[i], false)});
     v.push_back({std::string("varlen_vec ") + dtype_names[i], varlen_kernel_name(dtypes[i], true)});
   }
-  // The backward's main kernel per layout (time layouts: their shared tiles without seq_idx),
+  // The backward's main kernel per layout (time layouts: the shared tiles the planner sizes),
   // then the finalize kernel per weight dtype and the zeroing kernel.
-  const char* layouts[] = {"time", "time_vec", "channel"};  // indexed by kBwdLayout*
-  for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel})
+  for (int layout = 0; layout < kBwdNumLayouts; ++layout)
     for (int i = 0; i < 3; ++i)
-      v.push_back({std::string("bwd ") + layouts[layout] + " " + dtype_names[i],
+      v.push_back({std::string("bwd ") + bwd_layout_name(layout) + " " + dtype_names[i],
                    bwd_kernel_name(dtypes[i], dtypes[i], 4, layout),
-                   layout == kBwdLayoutChannel ? 0 : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(dtypes[i])), 4, false)});
+                   layout == kBwdLayoutChannel
+                       ? 0
+                       : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(dtypes[i])), 4,
+                                                              layout == kBwdLayoutTimeSeq)});
   for (int i = 0; i < 3; ++i)
     v.push_back({std::string("bwd finalize ") + dtype_names[i], bwd_finalize_kernel_name(dtypes[i])});
   v.push_back({"bwd zero fp32", kBwdZeroKernel});

@@ -66,17 +66,17 @@ CC1D_HD float bwd_dout(const BwdParams& p, long long b, long long c, long long t
 }
 
 // g(t) read and recomputed from global memory, for the halo the time layouts' walk starts with.
-template <typename TX, int W>
+template <typename TX, int W, bool SEQ>
 CC1D_HD float bwd_g_at(const BwdParams& p, const float (&w)[W], float bias, long long b, long long c,
                        long long t) {
   if (t < 0 || t >= p.seqlen) return 0.f;
-  const int cur = bwd_seq(p, b, t);
+  const int cur = SEQ ? bwd_seq(p, b, t) : 0;
   if (cur < 0) return 0.f;
   const float d = bwd_dout<TX>(p, b, c, t);
   if (!p.silu) return d;
   float z = bias;
   for (int k = 0; k < W; ++k)
-    if (bwd_seq(p, b, t - (W - 1) + k) == cur) z += w[k] * bwd_x<TX>(p, W, b, c, t - (W - 1) + k);
+    if (!SEQ || bwd_seq(p, b, t - (W - 1) + k) == cur) z += w[k] * bwd_x<TX>(p, W, b, c, t - (W - 1) + k);
   return d * silu_grad(z);
 }
 
@@ -119,15 +119,16 @@ CC1D_HD void bwd_block_reduce(const BwdParams& p, long long part, long long c, c
 
 // TIME layouts: block (b, c, seg). Per chunk, three barriers: the tiles are free, the tiles of x
 // (and seq) are filled, g is filled. VEC (the fast path: unit stride, aligned rows, no seq_idx)
-// moves each thread's 16 bytes of x, dout and dx as one vector.
-template <typename TX, typename TW, int W, bool VEC>
+// moves each thread's 16 bytes of x, dout and dx as one vector. SEQ: with seq_idx (then never VEC);
+// without it the segment ids and their compares are not compiled at all.
+template <typename TX, typename TW, int W, bool VEC, bool SEQ>
 CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long long seg, float* smem) {
   constexpr int C = bwd_chunk(sizeof(TX)), N = C / kBwdThreads;  // bwd_params.h
   float* xt = smem;                     // xt[W-1+q] = x(t0+q), q in [-(W-1), C)
   float* gt = smem + bwd_smem_gt(C, W);  // gt[q] = g(t0+q), q in [0, C+W-1)
   int* st = reinterpret_cast<int*>(smem + bwd_smem_st(C, W));  // st[W-1+q] = seq(t0+q), q in [-(W-1), C+W-1)
   const int tid = threadIdx.x;
-  const bool has_seq = !VEC && p.seq_idx != nullptr;
+  constexpr bool has_seq = SEQ;
   float w[W], bias;
   bwd_load_weights<TW, W>(p, c, w, bias);
   const TX* xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
@@ -138,7 +139,7 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
   float dw[W], db = 0.f;
   for (int k = 0; k < W; ++k) dw[k] = 0.f;
   // Thread j < W-1 carries g(t0 + C + j), the right halo of the chunk at t0.
-  float carry = tid < W - 1 ? bwd_g_at<TX, W>(p, w, bias, b, c, s_end + tid) : 0.f;
+  float carry = tid < W - 1 ? bwd_g_at<TX, W, SEQ>(p, w, bias, b, c, s_end + tid) : 0.f;
   for (long long t0 = s_begin + (s_end - s_begin - 1) / C * C; t0 >= s_begin; t0 -= C) {
     const long long my0 = t0 + (long long)tid * N;
     const bool full = my0 + N <= p.seqlen;
@@ -319,7 +320,7 @@ __global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_kernel(const Bw
       if constexpr (LAYOUT == kBwdLayoutChannel) {
         bwd_channel_segment<TX, TW, W>(p, b, cb, seg);
       } else {
-        bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec>(p, b, cb, seg, smem);
+        bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec, LAYOUT == kBwdLayoutTimeSeq>(p, b, cb, seg, smem);
       }
     }
   }

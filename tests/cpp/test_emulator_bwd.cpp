@@ -12,6 +12,7 @@
 #include "bwd_case.h"
 #include "fallback/emulator/kernel_registry.h"
 #include "fallback/emulator/launch.h"
+#include "kernels_src/bwd_params.h"
 #include "ops/bwd/bwd_op.h"
 
 using namespace cc1d_test;
@@ -29,11 +30,11 @@ TEST_CASE("emulate: every backward variant against the float64 reference, in che
   const cc1d::emu::Stats before = cc1d::emu::stats();
   std::mt19937 rng = test_rng(811);
   const int cases = run_bwd_grid(CC1D_BACKEND_EMULATE, rng, kMaxLen);
-  CHECK(cases == 9 * CC1D_MAX_WIDTH * 3);
+  CHECK(cases == 9 * CC1D_MAX_WIDTH * kBwdGridKinds);
   CHECK(cc1d::emu::stats().checked_launches - before.checked_launches >= static_cast<uint64_t>(cases));
   // Every host instantiation ran, and they are exactly bwd_plan's list.
   const std::vector<std::string> names = cc1d::all_bwd_kernels();
-  REQUIRE(names.size() == 9 * CC1D_MAX_WIDTH * 3 + 4);
+  REQUIRE(names.size() == 9 * CC1D_MAX_WIDTH * cc1d::kBwdNumLayouts + 4);
   for (const std::string& n : names) {
     const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(n);
     REQUIRE_MESSAGE(k != nullptr, n);

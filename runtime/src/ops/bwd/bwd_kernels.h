@@ -10,12 +10,14 @@ namespace cc1d {
 
 // "cc1d::causal_conv1d_bwd_kernel<cc1d::bf16_t, float, 4, 1>" (layout: kBwdLayout*).
 std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout);
+// "time", "time_vec", "channel", "time_seq" (kBwdLayout*), for reports and benchmarks.
+const char* bwd_layout_name(int layout);
 // "cc1d::causal_conv1d_bwd_finalize_kernel<float>" (weight's dtype).
 std::string bwd_finalize_kernel_name(cc1d_dtype w);
 // The zeroing kernel of the atomic mode.
 constexpr const char* kBwdZeroKernel = "cc1d::causal_conv1d_bwd_zero_kernel<float>";
 
-// Every backward name expression (all dtype pairs, widths 1..CC1D_MAX_WIDTH, the three layouts,
+// Every backward name expression (all dtype pairs, widths 1..CC1D_MAX_WIDTH, every layout,
 // the finalize kernel per weight dtype, the zeroing kernel).
 std::vector<std::string> all_bwd_kernels();
 

@@ -26,7 +26,7 @@ struct BwdProblem : Problem {
 
 // How the kernels split the work; the workspace size follows from it.
 struct BwdGeometry {
-  int layout = 0;                      // kBwdLayoutTime, kBwdLayoutTimeVec or kBwdLayoutChannel
+  int layout = 0;                      // kBwdLayout* (bwd_params.h)
   int64_t segment_len = 0;             // time steps per segment
   int64_t num_segments = 0;            // segments per row
   int64_t num_channel_blocks = 0;      // time layouts: dim; channel layout: ceil(dim / threads)

@@ -16,6 +16,11 @@ std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
          std::to_string(width) + ", " + std::to_string(layout) + ">";
 }
 
+const char* bwd_layout_name(int layout) {
+  static const char* const names[kBwdNumLayouts] = {"time", "time_vec", "channel", "time_seq"};
+  return layout >= 0 && layout < kBwdNumLayouts ? names[layout] : "unknown";
+}
+
 std::string bwd_finalize_kernel_name(cc1d_dtype w) {
   return std::string("cc1d::causal_conv1d_bwd_finalize_kernel<") + kernel_type_name(w) + ">";
 }
@@ -26,8 +31,7 @@ std::vector<std::string> all_bwd_kernels() {
   for (cc1d_dtype x : dtypes)
     for (cc1d_dtype w : dtypes)
       for (int width = 1; width <= CC1D_MAX_WIDTH; ++width)
-        for (int layout : {kBwdLayoutTime, kBwdLayoutTimeVec, kBwdLayoutChannel})
-          names.push_back(bwd_kernel_name(x, w, width, layout));
+        for (int layout = 0; layout < kBwdNumLayouts; ++layout) names.push_back(bwd_kernel_name(x, w, width, layout));
   for (cc1d_dtype w : dtypes) names.push_back(bwd_finalize_kernel_name(w));
   names.push_back(kBwdZeroKernel);
   return names;
@@ -56,7 +60,7 @@ BwdGeometry bwd_geometry(const BwdProblem& p) {
     const int elems = 16 / dtype_size(p.x_dtype);
     const bool vec = !p.seq_idx.present() && vec_aligned(p.x, elems) && vec_aligned(p.dout, elems) &&
                      vec_aligned(p.dx, elems);
-    g.layout = vec ? kBwdLayoutTimeVec : kBwdLayoutTime;
+    g.layout = vec ? kBwdLayoutTimeVec : p.seq_idx.present() ? kBwdLayoutTimeSeq : kBwdLayoutTime;
     const int64_t chunk = bwd_chunk(dtype_size(p.x_dtype));
     const int64_t chunks = ceil_div(p.seqlen, chunk);
     g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
