@@ -567,7 +567,7 @@ TEST_CASE("varlen launch") {
 
 TEST_CASE("bwd launch") {
   // The backward through the real NVRTC and the fake driver, on "device" memory with the
-  // caller's workspace, in both modes and layouts (the vector path of the time layout included),
+  // caller's workspace, in both modes and both walks (time_seq: seq_idx is set; channel),
   // against the float64 reference; the launch path allocates, copies and synchronises nothing.
   clean_cache_dir();
   std::mt19937 rng = test_rng(78);
