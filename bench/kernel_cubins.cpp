@@ -82,7 +82,7 @@ std::vector<Variant> profile_set() {
     for (int i = 0; i < 3; ++i)
       v.push_back({std::string("bwd ") + bwd_layout_name(layout) + " " + dtype_names[i],
                    bwd_kernel_name(dtypes[i], dtypes[i], 4, layout),
-                   layout == kBwdLayoutChannel
+                   layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq
                        ? 0
                        : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(dtypes[i])), 4,
                                                               layout == kBwdLayoutTimeSeq)});

@@ -246,7 +246,8 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
 // CHANNEL layout: thread = channel; it walks its segment backwards with windows indexed
 // o <-> time t-(W-1)+o. The walk starts W-1 steps after the segment (g there is dx's halo: it
 // is computed, not accumulated) and, in the first segment, ends at -(W-1) for dinitial_states.
-template <typename TX, typename TW, int W>
+// SEQ: with seq_idx; without it no segment id is read or compared.
+template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, long long seg) {
   const long long c = cb * kBwdThreads + threadIdx.x;
   if (c >= p.dim) return;
@@ -257,10 +258,10 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
   const long long t_start = t1 + (W - 2) < p.seqlen - 1 ? t1 + (W - 2) : p.seqlen - 1;
   float xw[W];          // x(t-(W-1)+o), o < W
   float gw[2 * W - 1];  // g(t-(W-1)+o), o >= W-1 (0 beyond the walk's start: past seqlen or not needed)
-  int sw[2 * W - 1];    // seq(t-(W-1)+o)
+  int sw[2 * W - 1];    // seq(t-(W-1)+o) (SEQ only)
   for (int o = 0; o < 2 * W - 1; ++o) {
     if (o < W) xw[o] = bwd_x<TX>(p, W, b, c, t_start + 1 - (W - 1) + o);
-    sw[o] = bwd_seq(p, b, t_start + 1 - (W - 1) + o);
+    sw[o] = SEQ ? bwd_seq(p, b, t_start + 1 - (W - 1) + o) : 0;
     gw[o] = 0.f;
   }
   float dw[W], db = 0.f;
@@ -269,30 +270,31 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
   for (long long t = t_start; t >= t_stop; --t) {
     for (int o = 2 * W - 2; o > 0; --o) {
       gw[o] = gw[o - 1];
-      sw[o] = sw[o - 1];
+      if (SEQ) sw[o] = sw[o - 1];
     }
     for (int o = W - 1; o > 0; --o) xw[o] = xw[o - 1];
     xw[0] = bwd_x<TX>(p, W, b, c, t - (W - 1));
-    sw[0] = bwd_seq(p, b, t - (W - 1));
-    const int cur = sw[W - 1];
+    if (SEQ) sw[0] = bwd_seq(p, b, t - (W - 1));
+    const int cur = SEQ ? sw[W - 1] : 0;
+    auto same = [&](int o) { return !SEQ || sw[o] == cur; };  // window slot o in the segment of t
     const bool mine = t < t1;  // t >= t1: the halo
     float g = 0.f;
     if (t >= 0 && cur >= 0) {
       g = bwd_dout<TX>(p, b, c, t);
       if (p.silu) {
         float z = bias;
-        for (int k = 0; k < W; ++k) z += sw[k] == cur ? w[k] * xw[k] : 0.f;
+        for (int k = 0; k < W; ++k) z += same(k) ? w[k] * xw[k] : 0.f;
         g *= silu_grad(z);
       }
       if (mine) {
         db += g;
-        for (int k = 0; k < W; ++k) dw[k] += sw[k] == cur ? g * xw[k] : 0.f;
+        for (int k = 0; k < W; ++k) dw[k] += same(k) ? g * xw[k] : 0.f;
       }
     }
     gw[W - 1] = g;
     if (!mine) continue;
     float a = bwd_dfinal<TX>(p, W, b, c, t);
-    for (int k = 0; k < W; ++k) a += sw[2 * W - 2 - k] == cur ? w[k] * gw[2 * W - 2 - k] : 0.f;
+    for (int k = 0; k < W; ++k) a += same(2 * W - 2 - k) ? w[k] * gw[2 * W - 2 - k] : 0.f;
     if (t >= 0) {
       if (p.dx) static_cast<TX*>(p.dx)[b * p.dx_stride[0] + c * p.dx_stride[1] + t * p.dx_stride[2]] = from_float<TX>(a);
     } else if (p.dinitial_states) {
@@ -317,8 +319,8 @@ __global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_kernel(const Bw
     for (long long blk = blockIdx.x; blk < per_batch; blk += gridDim.x) {
       const unsigned u = (unsigned)blk;
       const long long seg = u % ns, cb = u / ns;
-      if constexpr (LAYOUT == kBwdLayoutChannel) {
-        bwd_channel_segment<TX, TW, W>(p, b, cb, seg);
+      if constexpr (LAYOUT == kBwdLayoutChannel || LAYOUT == kBwdLayoutChannelSeq) {
+        bwd_channel_segment<TX, TW, W, LAYOUT == kBwdLayoutChannelSeq>(p, b, cb, seg);
       } else {
         bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec, LAYOUT == kBwdLayoutTimeSeq>(p, b, cb, seg, smem);
       }

@@ -12,9 +12,10 @@ constexpr int kBwdThreads = 128;  // threads per block, every layout
 // Thread mapping of the main kernel, chosen by the planner from the strides.
 constexpr int kBwdLayoutTime = 0;     // threads walk time (each 16 bytes of x), scalar loads, any strides, no seq_idx
 constexpr int kBwdLayoutTimeVec = 1;  // 16-byte loads and stores (unit stride, aligned rows), no seq_idx
-constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each over a run of time
+constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each over a run of time, no seq_idx
 constexpr int kBwdLayoutTimeSeq = 3;  // the time walk with seq_idx (scalar loads, any strides)
-constexpr int kBwdNumLayouts = 4;
+constexpr int kBwdLayoutChannelSeq = 4;  // the channel walk with seq_idx
+constexpr int kBwdNumLayouts = 5;
 
 // Time layouts: a block walks one row's segment of time backwards, chunk by chunk; a chunk is
 // kBwdThreads * (16 / sizeof(x's element)) steps. Channel layout: a thread walks its channel

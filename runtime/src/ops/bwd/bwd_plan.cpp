@@ -17,7 +17,7 @@ std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
 }
 
 const char* bwd_layout_name(int layout) {
-  static const char* const names[kBwdNumLayouts] = {"time", "time_vec", "channel", "time_seq"};
+  static const char* const names[kBwdNumLayouts] = {"time", "time_vec", "channel", "time_seq", "channel_seq"};
   return layout >= 0 && layout < kBwdNumLayouts ? names[layout] : "unknown";
 }
 
@@ -66,7 +66,7 @@ BwdGeometry bwd_geometry(const BwdProblem& p) {
     g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
     g.num_channel_blocks = p.dim;
   } else {
-    g.layout = kBwdLayoutChannel;
+    g.layout = p.seq_idx.present() ? kBwdLayoutChannelSeq : kBwdLayoutChannel;
     g.segment_len = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));
     g.num_channel_blocks = ceil_div(p.dim, kBwdThreads);
   }
@@ -139,7 +139,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   main.grid[0] = static_cast<unsigned>(std::min<long long>(std::max<long long>(per_batch, 1), kMaxGridX));
   main.grid[1] = static_cast<unsigned>(std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ));
   main.block[0] = kBwdThreads;
-  if (g.layout != kBwdLayoutChannel)
+  if (g.layout != kBwdLayoutChannel && g.layout != kBwdLayoutChannelSeq)
     main.shared_bytes = sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(pr.x_dtype)), pr.width,
                                                         pr.seq_idx.present());
   launches.push_back(main);
