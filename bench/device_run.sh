@@ -7,8 +7,8 @@
 # then run this script there with carry=["build/cmake/libcc1d.so.0.2.0",
 # "build/cmake/bench/bench_compile"] (6 MB; the whole build directory is over the 64 MiB a carry
 # may hold; the libcc1d.so symlinks need not travel). It writes its logs to $OUT when set.
-# About 5 minutes: report, demo, the gpu tests, the forward benchmark (every kernel path, % of
-# copy bandwidth), cold compile times with the driver's JIT cache off, the call overhead, and
+# About 6 minutes: report, demo, the gpu tests, the forward and backward benchmarks (every kernel
+# path or layout, % of copy bandwidth, first-call cost), cold compile times with the driver's JIT cache off, the call overhead, and
 # Nsight Compute metrics of the vector paths when ncu is installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,7 @@ python3 -m causal_conv1d report > "$OUT/report.json" 2>&1
 python3 -m causal_conv1d demo 2>&1 | tee "$OUT/demo.txt"
 timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/python 2>&1 | tail -30 | tee "$OUT/gpu_tests.txt"
 timeout 300 python3 bench/gpu_fwd.py 2>&1 | tee "$OUT/gpu_fwd.md"
+timeout 240 python3 bench/gpu_bwd.py 2>&1 | tee "$OUT/gpu_bwd.md"
 timeout 60 python3 bench/call_overhead.py --device cuda 2>&1 | tee "$OUT/call_overhead.md"
 if [ -x build/cmake/bench/bench_compile ]; then
   # The sm of device 0, e.g. 90; NVRTC's compile time per variant on one core.

@@ -1,0 +1,120 @@
+"""GPU backward benchmark: libcc1d's `nvrtc` backend beside a device-to-device copy of the same
+bytes (the bandwidth ceiling) and beside transformers' fallback under autograd (depthwise F.conv1d
+with groups=dim, padding=W-1, slice, silu), in the same process on the same GPU. Every kernel
+layout of the backward is exercised: channel-first (time_vec), channel-first rows not 16-byte
+aligned (time), channel-first with seq_idx (time_seq), channel-last (channel) and channel-last
+with seq_idx (channel_seq).
+
+Each column times the backward alone: torch.autograd.grad(out, (x, weight, bias), dout,
+retain_graph=True) on a graph built once. GB/s counts x and dout read and dx written; the copy
+moves a tensor of x's size, scaled to those three tensors. Also checks the gradients against the
+baseline's (float32 reference) and times each configuration's first backward (its three kernels
+compiled in one NVRTC program, or loaded from the disk cache). Prints markdown tables.
+
+    CAUSAL_CONV1D_LIBRARY=build/libcc1d.so python bench/gpu_bwd.py [--quick]
+
+--device cpu --backend cpu checks the script itself on a machine without a GPU.
+"""
+import argparse
+import time
+
+import torch
+
+from causal_conv1d import causal_conv1d_fn
+from gpu_fwd import Timer, baseline, baseline_seq, library_report, make_seq_idx, make_x  # same folder
+
+SHAPES = [(8, 2048, 2048), (4, 4096, 4096)]
+QUICK_SHAPES = [(2, 512, 1024)]
+# (layout, dtypes): the fast path in both dtypes, the other layouts in bf16.
+LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),
+           ("channel-first, seqlen % 8 = 7", (torch.bfloat16,)), ("channel-first + seq_idx", (torch.bfloat16,)),
+           ("channel-last + seq_idx", (torch.bfloat16,))]
+WIDTH = 4
+
+
+def grads(forward, x, w, b, dout):
+    """(the gradients, a function computing them again on the same graph)."""
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    out = forward(*leaves)
+    again = lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)  # noqa: E731
+    return again(), again
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small shapes only")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--backend", default="nvrtc")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device visible to torch; use --device cpu --backend cpu to check the script")
+    timer = Timer(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device: {name}; torch {torch.__version__} (CUDA {torch.version.cuda}); backend {args.backend}; "
+          f"width {WIDTH}, bias, silu; dx, dweight, dbias\n")
+    rows, cold, failures = [], [], []
+    for B, D, L in QUICK_SHAPES if args.quick else SHAPES:
+        for layout, dtypes in LAYOUTS:
+            Lx = L - 1 if "% 8" in layout else L  # 8k - 1: rows not 16-byte aligned
+            for dtype in dtypes:
+                torch.manual_seed(0)
+                x, dout = make_x(B, D, Lx, dtype, layout, device), make_x(B, D, Lx, dtype, layout, device)
+                w = torch.randn(D, WIDTH, dtype=dtype, device=device) * 0.5
+                b = torch.randn(D, dtype=dtype, device=device)
+                seq_idx = make_seq_idx(B, Lx, device) if "seq_idx" in layout else None
+
+                def ours(x, w, b):
+                    return causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation="silu", backend=args.backend)
+
+                def base(x, w, b):
+                    return baseline(x, w, b) if seq_idx is None else baseline_seq(x, w, b, seq_idx)
+
+                timer.sync()
+                t0 = time.perf_counter()
+                got, again_ours = grads(ours, x, w, b, dout)
+                timer.sync()
+                cold.append((f"{str(dtype)[6:]} {layout}", (B, D, Lx), (time.perf_counter() - t0) * 1e3))
+                tf32 = torch.backends.cudnn.allow_tf32
+                torch.backends.cudnn.allow_tf32 = False  # a true fp32 reference
+                want, _ = grads(base, x.float(), w.float(), b.float(), dout.float())
+                torch.backends.cudnn.allow_tf32 = tf32
+                # Error relative to the gradient's own scale (dweight and dbias sum over B*L terms).
+                err = max(((g.float() - r).abs().max() / (1 + r.abs().max())).item() for g, r in zip(got, want))
+                tol = 1e-4 if dtype == torch.float32 else 2e-2
+                if not err <= tol:  # also catches NaN
+                    failures.append(f"{(B, D, Lx)} {dtype} {layout}: max relative error {err:.3g} > {tol:.3g}")
+                _, again_base = grads(base, x, w, b, dout)
+                dst, src = torch.empty_like(x), x.contiguous()
+                t_ours = timer(again_ours)
+                t_base = timer(again_base)
+                t_copy = timer(lambda: dst.copy_(x) if layout.startswith("channel-last") else dst.copy_(src)) * 1.5
+                rows.append(((B, D, Lx), str(dtype)[6:], layout, 3 * x.numel() * x.element_size(), t_ours, t_base,
+                             t_copy, err))
+                del x, dout, w, b, got, want, dst, src, again_ours, again_base
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    print("| shape (B,D,L) | dtype | layout | ours us | ours GB/s | copy GB/s | % of copy | baseline us "
+          "| speedup vs baseline | max rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for shape, dt, layout, nbytes, t_o, t_b, t_c, err in rows:
+        print(f"| {shape} | {dt} | {layout} | {t_o * 1e6:.1f} | {nbytes / t_o / 1e9:.0f} | {nbytes / t_c / 1e9:.0f} | "
+              f"{100 * t_c / t_o:.0f}% | {t_b * 1e6:.1f} | {t_b / t_o:.2f}x | {err:.2g} |")
+    print("\nFirst backward per configuration (its kernels compiled in one program, or loaded; + sync), ms:\n")
+    print("| variant | shape | first backward ms |")
+    print("|---|---|---|")
+    for v, shape, ms in cold:
+        print(f"| {v} | {shape} | {ms:.1f} |")
+    nv = library_report().get("backends", {}).get("nvrtc", {})
+    print("\nkernel variants this run loaded (origin, kernels in its program, ms):")
+    for c in nv.get("compiled", []):
+        print(f"  {c.get('variant')}: {c.get('origin')}, {c.get('program_kernels')}, {c.get('ms')} ms")
+    if failures:
+        print("\nMISMATCHES against the baseline:\n  " + "\n  ".join(failures))
+        raise SystemExit(1)
+    print("\nall gradients match the baseline")
+
+
+if __name__ == "__main__":
+    main()
