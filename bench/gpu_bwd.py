@@ -15,13 +15,13 @@ compiled in one NVRTC program, or loaded from the disk cache). Prints markdown t
 
 --device cpu --backend cpu checks the script itself on a machine without a GPU.
 """
-import argparse
 import time
 
 import torch
 
 from causal_conv1d import causal_conv1d_fn
-from gpu_fwd import Timer, baseline, baseline_seq, library_report, make_seq_idx, make_x  # same folder
+from gpu_fwd import (Timer, baseline, baseline_seq, finish, library_report, make_seq_idx, make_x,  # same folder
+                     parse_args, print_loaded)
 
 SHAPES = [(8, 2048, 2048), (4, 4096, 4096)]
 QUICK_SHAPES = [(2, 512, 1024)]
@@ -41,16 +41,8 @@ def grads(forward, x, w, b, dout):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="small shapes only")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--backend", default="nvrtc")
-    args = ap.parse_args()
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device visible to torch; use --device cpu --backend cpu to check the script")
+    args, device, name = parse_args()
     timer = Timer(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__} (CUDA {torch.version.cuda}); backend {args.backend}; "
           f"width {WIDTH}, bias, silu; dx, dweight, dbias\n")
     rows, cold, failures = [], [], []
@@ -106,14 +98,8 @@ def main():
     print("|---|---|---|")
     for v, shape, ms in cold:
         print(f"| {v} | {shape} | {ms:.1f} |")
-    nv = library_report().get("backends", {}).get("nvrtc", {})
-    print("\nkernel variants this run loaded (origin, kernels in its program, ms):")
-    for c in nv.get("compiled", []):
-        print(f"  {c.get('variant')}: {c.get('origin')}, {c.get('program_kernels')}, {c.get('ms')} ms")
-    if failures:
-        print("\nMISMATCHES against the baseline:\n  " + "\n  ".join(failures))
-        raise SystemExit(1)
-    print("\nall gradients match the baseline")
+    print_loaded(library_report().get("backends", {}).get("nvrtc", {}))
+    finish(failures, "gradients")
 
 
 if __name__ == "__main__":

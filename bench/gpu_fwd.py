@@ -106,7 +106,23 @@ def library_report():
         return {"error": str(e)}
 
 
-def main():
+def print_loaded(nv):
+    """The kernel variants this process loaded, from the nvrtc backend's report."""
+    print("\nkernel variants this run loaded (origin, kernels in its NVRTC program, ms):")
+    for c in nv.get("compiled", []):
+        print(f"  {c.get('variant')}: {c.get('origin')}, {c.get('program_kernels')}, {c.get('ms')} ms")
+
+
+def finish(failures, what):
+    """Exits 1 after listing the mismatches, if any."""
+    if failures:
+        print("\nMISMATCHES against the baseline:\n  " + "\n  ".join(failures))
+        raise SystemExit(1)
+    print(f"\nall {what} match the baseline")
+
+
+def parse_args():
+    """(args, device, its name): --quick, --device, --backend, shared by the GPU benchmarks."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small shapes only")
     ap.add_argument("--device", default="cuda")
@@ -115,9 +131,13 @@ def main():
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device visible to torch; use --device cpu --backend cpu to check the script")
+    return args, device, torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def main():
+    args, device, name = parse_args()
     timer = Timer(device)
     shapes = QUICK_SHAPES if args.quick else SHAPES
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__} (CUDA {torch.version.cuda}); backend {args.backend}; width {WIDTH}\n")
 
     rows, cold, failures = [], [], []
@@ -182,13 +202,8 @@ def main():
     devs = [{k: d.get(k) for k in ("index", "sm", "mode", "target", "nvrtc_version", "nvrtc")} for d in nv.get("devices", [])]
     print("\nnvrtc backend:", json.dumps({"available": nv.get("available"), "reason": nv.get("reason"),
                                           "devices": devs, "cache": nv.get("cache")}, indent=1))
-    print("\nkernel variants this run loaded (origin, ms):")
-    for c in nv.get("compiled", []):
-        print(f"  {c.get('variant')}: {c.get('origin')}, {c.get('ms')} ms")
-    if failures:
-        print("\nMISMATCHES against the baseline:\n  " + "\n  ".join(failures))
-        raise SystemExit(1)
-    print("\nall outputs match the baseline")
+    print_loaded(nv)
+    finish(failures, "outputs")
 
 
 if __name__ == "__main__":

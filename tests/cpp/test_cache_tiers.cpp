@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,32 @@ pid_t hold_lock(const std::string& entries) {
   return pid;
 }
 
+// Forks n children that start `step` together (released by closing a pipe) and exit 0 when it
+// returns true; checks that every child did.
+void run_together(int n, const std::function<bool()>& step) {
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(go[1]);
+      char c;
+      (void)!read(go[0], &c, 1);  // EOF when the parent lets them all go
+      _exit(step() ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  close(go[0]);
+  close(go[1]);
+  for (pid_t pid : kids) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+}
+
 void reap(pid_t pid) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
@@ -95,32 +122,13 @@ struct ScopedEnv {
 TEST_CASE("compile once: processes starting together on a cold cache run the compile once") {
   const std::string dir = fresh_dir("procs"), counter = dir + ".count";
   const CompiledImage want = random_kernel(5000, 20);
-  int go[2];
-  REQUIRE(pipe(go) == 0);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 8; ++i) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      close(go[1]);
-      char c;
-      (void)!read(go[0], &c, 1);  // EOF when the parent lets them all go
-      ImageCache cache(dir);
-      std::string origin;
-      const CompiledImage got = cache.get_or_compile(key(), counted_compile(counter, want, 300), &origin);
-      const bool ok = got.image == want.image && got.lowered_name == want.lowered_name &&
-                      (origin == "compiled" || (origin == "disk cache" && cache.stats().lock_waits == 1));
-      _exit(ok ? 0 : 1);
-    }
-    kids.push_back(pid);
-  }
-  close(go[0]);
-  close(go[1]);
-  for (pid_t pid : kids) {
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
+  run_together(8, [&] {
+    ImageCache cache(dir);
+    std::string origin;
+    const CompiledImage got = cache.get_or_compile(key(), counted_compile(counter, want, 300), &origin);
+    return got.image == want.image && got.lowered_name == want.lowered_name &&
+           (origin == "compiled" || (origin == "disk cache" && cache.stats().lock_waits == 1));
+  });
   CHECK(compiles(counter) == 1);
   const StatCounts s = read_persistent_stats(ImageCache(dir).entries_dir());
   CHECK(s.at("local").at("misses") == 1);
@@ -265,36 +273,18 @@ TEST_CASE("compile together: processes making the same call on a cold cache comp
   const std::string dir = fresh_dir("group_procs"), counter = dir + ".count";
   const std::vector<CacheKey> keys = {key("zero"), key("main"), key("finalize")};
   const CompiledImage program = random_kernel(4000, 43);
-  int go[2];
-  REQUIRE(pipe(go) == 0);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 6; ++i) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      close(go[1]);
-      char c;
-      (void)!read(go[0], &c, 1);
-      ImageCache cache(dir);
-      const auto compile = counted_compile(counter, program, 300);
-      const std::vector<CompiledImage> got = cache.get_or_compile_all(keys, [&](const std::vector<size_t>& m) {
-        compile();  // counts one compile of the set
-        return one_program(m, program);
-      });
-      bool ok = got.size() == 3;
-      for (size_t k = 0; ok && k < 3; ++k)
-        ok = got[k].image == program.image && got[k].lowered_name == "_Z6kernel" + std::to_string(k);
-      _exit(ok ? 0 : 1);
-    }
-    kids.push_back(pid);
-  }
-  close(go[0]);
-  close(go[1]);
-  for (pid_t pid : kids) {
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
+  run_together(6, [&] {
+    ImageCache cache(dir);
+    const auto compile = counted_compile(counter, program, 300);
+    const std::vector<CompiledImage> got = cache.get_or_compile_all(keys, [&](const std::vector<size_t>& m) {
+      compile();  // counts one compile of the set
+      return one_program(m, program);
+    });
+    bool ok = got.size() == 3;
+    for (size_t k = 0; ok && k < 3; ++k)
+      ok = got[k].image == program.image && got[k].lowered_name == "_Z6kernel" + std::to_string(k);
+    return ok;
+  });
   CHECK(compiles(counter) == 1);
 }
 
