@@ -309,9 +309,18 @@ def call_direct(r: Route, entry: str, args, op_call: Callable[[], OpCall], backe
     return True
 
 
+# The current stream's handle without building a torch.cuda.Stream object each call (what
+# torch.compile's generated code calls); the public API where this torch lacks it.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def stream_of(t: torch.Tensor) -> int:
     """The current CUDA stream of t's device (0 for host tensors): where libcc1d launches."""
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+    if not t.is_cuda:
+        return 0
+    if _raw_stream is not None:
+        return _raw_stream(t.get_device())
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 # ---- announcing fallbacks -----------------------------------------------------------------

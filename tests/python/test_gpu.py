@@ -43,6 +43,25 @@ def test_runs_on_the_current_stream(gen):
     assert_matches(out, y, w)
 
 
+@pytest.mark.parametrize("raw", [True, False], ids=["raw-handle", "public-api"])
+def test_stream_of_is_torchs_current_stream(monkeypatch, raw):
+    """libcc1d is handed torch's current stream of the tensor's device, default or side stream,
+    through the raw handle or (a torch without it) the public API."""
+    from causal_conv1d import _dispatch
+
+    if not raw:
+        monkeypatch.setattr(_dispatch, "_raw_stream", None)
+    elif _dispatch._raw_stream is None:
+        pytest.skip("this torch has no torch._C._cuda_getCurrentRawStream")
+    for index in range(min(torch.cuda.device_count(), 2)):
+        x = torch.zeros(1, device=f"cuda:{index}")
+        assert _dispatch.stream_of(x) == torch.cuda.current_stream(index).cuda_stream
+        s = torch.cuda.Stream(device=index)
+        with torch.cuda.stream(s):
+            assert _dispatch.stream_of(x) == s.cuda_stream != torch.cuda.default_stream(index).cuda_stream
+    assert _dispatch.stream_of(torch.zeros(1)) == 0
+
+
 def test_cpu_backend_with_cuda_tensors_copies(gen):
     x = make_x(2, 16, 100, torch.float16, "cl", gen, "cuda")
     w = randn((16, 3), gen, torch.float32, "cuda")
