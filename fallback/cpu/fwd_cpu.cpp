@@ -5,9 +5,10 @@
 // the problem's time_major:
 //  - time-major (channel-first): one row (b, c) tile of time at a time, vectorised over t;
 //  - channel-major (channel-last): a (time x channels) tile, step by step, vectorised over c.
-// With unit strides (time for the first, channels for the second) and no seq_idx, one fused pass
-// reads x in its dtype and writes out; only the W-1 steps of history before a tile are staged as
-// floats. Other strides and seq_idx gather the tile into floats first, then scatter.
+// With unit strides (time for the first, channels for the second), one fused pass reads x in its
+// dtype and writes out; only the W-1 steps of history before a tile are staged as floats. With
+// seq_idx the fused pass runs once per run of one segment id (its history masked to that id);
+// other strides, and tiles cut into many short runs, gather the tile into floats, then scatter.
 #include <algorithm>
 #include <vector>
 
@@ -58,6 +59,48 @@ void gather_x(const FwdProblem& p, int64_t b, int64_t c, int64_t s0, int64_t n, 
                        p.x.strides[2], n - i, dst + i);
 }
 
+// The starts of the runs of one seq_idx value in each batch row, then seqlen. The outputs of a run
+// share one segment id, so within a run the taps are a plain convolution whose W-1 steps of
+// history count where their id is the run's (whatever the pattern of ids).
+std::vector<std::vector<int64_t>> seq_runs(const FwdProblem& p) {
+  std::vector<std::vector<int64_t>> runs(p.seq_idx.present() ? p.batch : 0);
+  for (size_t b = 0; b < runs.size(); ++b) {
+    runs[b].push_back(0);
+    for (int64_t s = 1; s < p.seqlen; ++s)
+      if (seq_at(p, b, s) != seq_at(p, b, s - 1)) runs[b].push_back(s);
+    runs[b].push_back(p.seqlen);
+  }
+  return runs;
+}
+
+// The runs within [t0, t0+n) as [r0, r1) (one run without seq_idx: starts is null).
+struct TileRuns {
+  const int64_t *first = nullptr, *last = nullptr;  // starts[i] <= t0 < starts[i+1] ... up to t0+n
+  int64_t t0 = 0, end = 0;
+  TileRuns(const std::vector<int64_t>* starts, int64_t t0_, int64_t n) : t0(t0_), end(t0_ + n) {
+    if (starts == nullptr) return;
+    first = &*(std::upper_bound(starts->begin(), starts->end(), t0) - 1);
+    last = &*std::lower_bound(starts->begin(), starts->end(), end);
+  }
+  int64_t count() const { return first ? last - first : 1; }
+  template <typename F>
+  void each(F f) const {
+    if (first == nullptr) return f(t0, end);
+    for (const int64_t* r = first; r < last; ++r) f(std::max(*r, t0), std::min(r[1], end));
+  }
+};
+
+// Whether history step s counts for a run starting at r0 (same segment; always without seq_idx).
+bool same_segment(const FwdProblem& p, int64_t b, int64_t s, int64_t r0) {
+  return !p.seq_idx.present() || seq_at(p, b, s) == seq_at(p, b, r0);
+}
+
+// A run of padding tokens (seq_idx < 0) outputs 0.
+bool padding_run(const FwdProblem& p, int64_t b, int64_t r0) { return p.seq_idx.present() && seq_at(p, b, r0) < 0; }
+
+// A run cut shorter than this many steps on average takes the gathered path.
+constexpr int64_t kMinRun = 8;
+
 // Taps with segment masking: a tap whose segment differs from the output's is skipped.
 void conv_row_seq(int W, const float* xin, const int* seg, const float* w, float bias, float* out, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
@@ -73,10 +116,11 @@ void fwd_time_major(const FwdProblem& p) {
   const int64_t tiles = (p.seqlen + kTimeTile - 1) / kTimeTile;
   const int64_t rows = p.batch * p.dim;
   const SimdKernels& k = simd();
-  const bool seq = p.seq_idx.present(), fused = p.x.strides[2] == 1 && p.out.strides[2] == 1 && !seq;
+  const bool seq = p.seq_idx.present(), unit = p.x.strides[2] == 1 && p.out.strides[2] == 1;
   const int64_t es = dtype_size(p.x_dtype);
+  const std::vector<std::vector<int64_t>> runs = seq_runs(p);
   parallel_for(rows * tiles, std::max<int64_t>(1, 16 / tiles), [&](int64_t begin, int64_t end) {
-    std::vector<float> xin(fused ? W - 1 : kTimeTile + W - 1), out(fused ? 0 : kTimeTile);
+    std::vector<float> xin(kTimeTile + W - 1), out(kTimeTile);
     std::vector<int> seg(seq ? kTimeTile + W - 1 : 0);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / tiles, tile = item % tiles;
@@ -86,12 +130,19 @@ void fwd_time_major(const FwdProblem& p) {
       gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
       const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
       const int64_t o_off = b * p.out.strides[0] + c * p.out.strides[1] + t0 * p.out.strides[2];
-      if (fused) {  // x read in its dtype, straight into out: only the history goes through floats
-        for (int i = 0; i < W - 1; ++i) xin[i] = x_at(p, b, c, t0 - (W - 1) + i);
-        k.conv_time[W - 1](p.x_dtype,
-                           static_cast<const char*>(p.x.data) +
-                               (b * p.x.strides[0] + c * p.x.strides[1] + t0) * es,
-                           xin.data(), w, bias, p.silu, static_cast<char*>(p.out.data) + o_off * es, n);
+      const TileRuns tr(seq ? &runs[b] : nullptr, t0, n);
+      if (unit && tr.count() * kMinRun <= n) {
+        // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
+        const char* xrow = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c * p.x.strides[1]) * es;
+        char* orow = static_cast<char*>(p.out.data) + (o_off - t0) * es;
+        tr.each([&](int64_t r0, int64_t r1) {
+          if (padding_run(p, b, r0)) return (void)std::fill(orow + r0 * es, orow + r1 * es, char(0));
+          for (int i = 0; i < W - 1; ++i) {
+            const int64_t s = r0 - (W - 1) + i;
+            xin[i] = same_segment(p, b, s, r0) ? x_at(p, b, c, s) : 0.f;
+          }
+          k.conv_time[W - 1](p.x_dtype, xrow + r0 * es, xin.data(), w, bias, p.silu, orow + r0 * es, r1 - r0);
+        });
       } else {
         gather_x(p, b, c, t0 - (W - 1), n + W - 1, xin.data());
         if (seq) {
@@ -155,13 +206,15 @@ void fwd_channel_major(const FwdProblem& p) {
   const int64_t ttiles = (p.seqlen + kCLTimeTile - 1) / kCLTimeTile;
   const int64_t ctiles = (p.dim + kCLChanTile - 1) / kCLChanTile;
   const SimdKernels& k = simd();
-  const bool fused = !p.seq_idx.present() && p.x.strides[1] == 1 && p.out.strides[1] == 1;
+  const bool unit = p.x.strides[1] == 1 && p.out.strides[1] == 1;
+  const int64_t es = dtype_size(p.x_dtype);
+  const std::vector<std::vector<int64_t>> runs = seq_runs(p);
   // A thread takes whole blocks of steps (every channel tile of them) when there are enough for
   // all: two threads writing the same rows of a fresh output fault the same pages (measured:
   // causal_conv1d_fn 4x2048x2048 fp32, 2.3 -> 1.5 ns per output).
   const int64_t grain = p.batch * ttiles >= 2 * num_threads() ? ctiles : 1;
   parallel_for(p.batch * ttiles * ctiles, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> xin((fused ? W - 1 : kCLTimeTile + W - 1) * kCLChanTile), wt(W * kCLChanTile), bias(kCLChanTile);
+    std::vector<float> xin((kCLTimeTile + W - 1) * kCLChanTile), wt(W * kCLChanTile), bias(kCLChanTile);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ct = item % ctiles, tt = (item / ctiles) % ttiles, b = item / (ctiles * ttiles);
       const int64_t t0 = tt * kCLTimeTile, nt = std::min(kCLTimeTile, p.seqlen - t0);
@@ -173,14 +226,23 @@ void fwd_channel_major(const FwdProblem& p) {
         gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
-      if (fused) {  // x read in its dtype, straight into out: only the history goes through floats
-        stage_halo(p, b, t0, c0, nc, xin.data());
-        const int64_t es = dtype_size(p.x_dtype);
-        k.conv_channels[W - 1](
-            p.x_dtype, static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 + t0 * p.x.strides[2]) * es,
-            p.x.strides[2], xin.data(), wt.data(), bias.data(), p.silu,
-            static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 + t0 * p.out.strides[2]) * es,
-            p.out.strides[2], nt, nc);
+      const TileRuns tr(p.seq_idx.present() ? &runs[b] : nullptr, t0, nt);
+      if (unit && tr.count() * kMinRun <= nt) {
+        // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
+        const char* x0 = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * es;
+        char* o0 = static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0) * es;
+        const int64_t xs = p.x.strides[2], os = p.out.strides[2];
+        tr.each([&](int64_t r0, int64_t r1) {
+          if (padding_run(p, b, r0)) {
+            for (int64_t t = r0; t < r1; ++t) std::fill(o0 + t * os * es, o0 + (t * os + nc) * es, char(0));
+            return;
+          }
+          stage_halo(p, b, r0, c0, nc, xin.data());
+          for (int i = 0; i < W - 1; ++i)
+            if (!same_segment(p, b, r0 - (W - 1) + i, r0)) std::fill(&xin[i * nc], &xin[(i + 1) * nc], 0.f);
+          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt.data(), bias.data(), p.silu,
+                                 o0 + r0 * os * es, os, r1 - r0, nc);
+        });
       } else {
         cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, wt.data(), bias.data());
       }

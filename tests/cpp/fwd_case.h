@@ -17,6 +17,7 @@ struct FwdCase {
   Layout layout;
   int64_t B, D, L;
   bool bias, silu, seq, init, fin;
+  int max_segment = 9;  // seq_idx segments of 1..max_segment steps
 };
 
 inline std::string describe(const FwdCase& c) {
@@ -25,7 +26,8 @@ inline std::string describe(const FwdCase& c) {
   return std::string("x=") + dt[c.xdt] + " w=" + dt[c.wdt] + " W=" + std::to_string(c.width) + " " +
          lay[int(c.layout)] + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
          std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq" : "") +
-         (c.init ? " init" : "") + (c.fin ? " final" : "");
+         (c.init ? " init" : "") + (c.fin ? " final" : "") +
+         (c.seq ? " segments<=" + std::to_string(c.max_segment) : "");
 }
 
 // Storage elements of `t` that no logical index reaches (gaps of a strided view).
@@ -51,7 +53,7 @@ void check_fwd_case(const FwdCase& c, std::mt19937& rng, Execute&& execute) {
   w.randomize(rng, 0.5);
   HostTensor bias = HostTensor::contiguous(c.wdt, {c.D});
   bias.randomize(rng);
-  HostTensor seq = random_segments(c.B, c.L, rng);
+  HostTensor seq = random_segments(c.B, c.L, rng, c.max_segment);
   HostTensor init = HostTensor::contiguous(c.xdt, {c.B, c.D, c.width - 1});
   init.randomize(rng);
   // Outputs mirror x's layout; final states are channel-last-like when x is.

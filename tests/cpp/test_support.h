@@ -132,14 +132,19 @@ inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layo
 }
 
 // (B, L) int32 segment ids: runs of random length, some of them padding (-1).
-inline HostTensor random_segments(int64_t B, int64_t L, std::mt19937& rng) {
+// Segments of 1..max_len steps; one in four is padding (-1), after which half the time the
+// segment before it goes on (an id that reappears: taps across the padding count).
+inline HostTensor random_segments(int64_t B, int64_t L, std::mt19937& rng, int max_len = 9) {
   HostTensor seq = HostTensor::contiguous(CC1D_INT32, {B, L});
-  std::uniform_int_distribution<int> len(1, 9), pad(0, 3);
+  std::uniform_int_distribution<int> len(1, max_len), pad(0, 3);
   for (int64_t b = 0; b < B; ++b) {
     int id = 0;
+    bool after_pad = false;
     for (int64_t t = 0; t < L;) {
       const int n = len(rng);
-      const int v = pad(rng) == 0 ? -1 : id++;
+      const bool is_pad = pad(rng) == 0, resume = after_pad && id > 0 && pad(rng) < 2;
+      const int v = is_pad ? -1 : resume ? id - 1 : id++;
+      after_pad = is_pad;
       for (int i = 0; i < n && t < L; ++i, ++t) seq.set(seq.off({b, t}), v);
     }
   }
