@@ -75,7 +75,8 @@ std::vector<std::vector<int64_t>> seq_runs(const FwdProblem& p) {
 
 // The runs within [t0, t0+n) as [r0, r1) (one run without seq_idx: starts is null).
 struct TileRuns {
-  const int64_t *first = nullptr, *last = nullptr;  // starts[i] <= t0 < starts[i+1] ... up to t0+n
+  // first: the start of the run holding t0; last: the first start at or after t0+n.
+  const int64_t *first = nullptr, *last = nullptr;
   int64_t t0 = 0, end = 0;
   TileRuns(const std::vector<int64_t>* starts, int64_t t0_, int64_t n) : t0(t0_), end(t0_ + n) {
     if (starts == nullptr) return;
