@@ -59,7 +59,8 @@ void gather_x(const FwdProblem& p, int64_t b, int64_t c, int64_t s0, int64_t n, 
                        p.x.strides[2], n - i, dst + i);
 }
 
-// The starts of the runs of one seq_idx value in each batch row, then seqlen. The outputs of a run
+// The starts of the runs of one seq_idx value in each batch row, then seqlen (for the fused
+// passes only: strided tiles take the gathered path whatever their runs). The outputs of a run
 // share one segment id, so within a run the taps are a plain convolution whose W-1 steps of
 // history count where their id is the run's (whatever the pattern of ids).
 std::vector<std::vector<int64_t>> seq_runs(const FwdProblem& p) {
@@ -119,7 +120,7 @@ void fwd_time_major(const FwdProblem& p) {
   const SimdKernels& k = simd();
   const bool seq = p.seq_idx.present(), unit = p.x.strides[2] == 1 && p.out.strides[2] == 1;
   const int64_t es = dtype_size(p.x_dtype);
-  const std::vector<std::vector<int64_t>> runs = seq_runs(p);
+  const std::vector<std::vector<int64_t>> runs = unit ? seq_runs(p) : std::vector<std::vector<int64_t>>{};
   parallel_for(rows * tiles, std::max<int64_t>(1, 16 / tiles), [&](int64_t begin, int64_t end) {
     std::vector<float> xin(kTimeTile + W - 1), out(kTimeTile);
     std::vector<int> seg(seq ? kTimeTile + W - 1 : 0);
@@ -131,7 +132,7 @@ void fwd_time_major(const FwdProblem& p) {
       gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
       const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
       const int64_t o_off = b * p.out.strides[0] + c * p.out.strides[1] + t0 * p.out.strides[2];
-      const TileRuns tr(seq ? &runs[b] : nullptr, t0, n);
+      const TileRuns tr(seq && unit ? &runs[b] : nullptr, t0, n);
       if (unit && tr.count() * kMinRun <= n) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
         const char* xrow = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c * p.x.strides[1]) * es;
@@ -209,7 +210,7 @@ void fwd_channel_major(const FwdProblem& p) {
   const SimdKernels& k = simd();
   const bool unit = p.x.strides[1] == 1 && p.out.strides[1] == 1;
   const int64_t es = dtype_size(p.x_dtype);
-  const std::vector<std::vector<int64_t>> runs = seq_runs(p);
+  const std::vector<std::vector<int64_t>> runs = unit ? seq_runs(p) : std::vector<std::vector<int64_t>>{};
   // A thread takes whole blocks of steps (every channel tile of them) when there are enough for
   // all: two threads writing the same rows of a fresh output fault the same pages (measured:
   // causal_conv1d_fn 4x2048x2048 fp32, 2.3 -> 1.5 ns per output).
@@ -227,7 +228,7 @@ void fwd_channel_major(const FwdProblem& p) {
         gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
-      const TileRuns tr(p.seq_idx.present() ? &runs[b] : nullptr, t0, nt);
+      const TileRuns tr(p.seq_idx.present() && unit ? &runs[b] : nullptr, t0, nt);
       if (unit && tr.count() * kMinRun <= nt) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
         const char* x0 = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * es;
