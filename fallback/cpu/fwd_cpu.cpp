@@ -100,7 +100,7 @@ bool same_segment(const FwdProblem& p, int64_t b, int64_t s, int64_t r0) {
 // A run of padding tokens (seq_idx < 0) outputs 0.
 bool padding_run(const FwdProblem& p, int64_t b, int64_t r0) { return p.seq_idx.present() && seq_at(p, b, r0) < 0; }
 
-// A run cut shorter than this many steps on average takes the gathered path.
+// With seq_idx, a tile cut into runs shorter than this many steps on average takes the gathered path.
 constexpr int64_t kMinRun = 8;
 
 // Taps with segment masking: a tap whose segment differs from the output's is skipped.
@@ -133,7 +133,7 @@ void fwd_time_major(const FwdProblem& p) {
       const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
       const int64_t o_off = b * p.out.strides[0] + c * p.out.strides[1] + t0 * p.out.strides[2];
       const TileRuns tr(seq && unit ? &runs[b] : nullptr, t0, n);
-      if (unit && tr.count() * kMinRun <= n) {
+      if (unit && (!seq || tr.count() * kMinRun <= n)) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
         const char* xrow = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c * p.x.strides[1]) * es;
         char* orow = static_cast<char*>(p.out.data) + (o_off - t0) * es;
@@ -229,7 +229,7 @@ void fwd_channel_major(const FwdProblem& p) {
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
       const TileRuns tr(p.seq_idx.present() && unit ? &runs[b] : nullptr, t0, nt);
-      if (unit && tr.count() * kMinRun <= nt) {
+      if (unit && (!p.seq_idx.present() || tr.count() * kMinRun <= nt)) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
         const char* x0 = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * es;
         char* o0 = static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0) * es;
