@@ -5,8 +5,9 @@ Every column times the backward alone, as torch.autograd.grad(out, (x, weight, b
 retain_graph=True) on a graph built once: ours is causal_conv1d_fn(backend="cpu"); the baseline
 is transformers' path without the package (depthwise F.conv1d with groups=dim and padding W-1,
 slice to L, silu) under autograd; aten is causal_conv1d_fn(backend="aten") (the torch-ops
-reference gradient). GB/s counts x and dout read plus dx written; the physical limit is torch
-copying a tensor of x's size on the same threads, scaled to those three tensors' bytes. Prints a markdown table for bench/RESULTS.md.
+reference gradient); "+ seq_idx" is ours with four packed sequences per row. GB/s counts x and
+dout read plus dx written; the physical limit is torch copying a tensor of x's size on the same
+threads, scaled to those three tensors' bytes. Prints a markdown table for bench/RESULTS.md.
 
     ~/.cache/causal-conv1d/venv/bin/python bench/cpu_bwd.py [--quick]
 """
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d import causal_conv1d_fn
-from cpu_fwd import median_time  # same folder: the forward's timing rule
+from cpu_fwd import median_time, packed_seq_idx  # same folder: the forward's timing rule and packing
 
 
 def baseline(x, w, b):
@@ -41,9 +42,9 @@ def main():
     reps = 3 if args.quick else 5
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads)\n")
-    print("| shape (B,D,L) | dtype | layout | cpu backend ms | GB/s | baseline autograd ms | aten ms | copy GB/s "
-          "| cpu vs baseline |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| shape (B,D,L) | dtype | layout | cpu backend ms | GB/s | + seq_idx ms | baseline autograd ms | aten ms "
+          "| copy GB/s | cpu vs baseline |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for B, D, L in shapes:
         for dtype in (torch.bfloat16, torch.float32):
             for layout in ("channel-first", "channel-last"):
@@ -60,6 +61,10 @@ def main():
                 nbytes = 3 * x.numel() * x.element_size()
                 t_ours = backward_time(lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="cpu"),
                                        x, w, b, dout, reps)
+                seq = packed_seq_idx(B, L)
+                t_seq = backward_time(
+                    lambda x, w, b: causal_conv1d_fn(x, w, b, seq_idx=seq, activation="silu", backend="cpu"),
+                    x, w, b, dout, reps)
                 t_base = backward_time(baseline, x, w, b, dout, reps)
                 t_aten = backward_time(lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="aten"),
                                        x, w, b, dout, reps)
@@ -67,6 +72,7 @@ def main():
                 t_copy = median_time(lambda: dst.copy_(x), reps) * 1.5  # moves 2 of our 3 tensors' bytes
                 gbs = lambda t: nbytes / t / 1e9
                 print(f"| {B},{D},{L} | {str(dtype)[6:]} | {layout} | {t_ours * 1e3:.1f} | {gbs(t_ours):.2f} | "
+                      f"{t_seq * 1e3:.1f} | "
                       f"{t_base * 1e3:.1f} | {t_aten * 1e3:.1f} | {gbs(t_copy):.2f} | {t_base / t_ours:.1f}x |")
 
 

@@ -6,9 +6,12 @@
 // loops run over the contiguous axis with the width as a template parameter, so they vectorise:
 //  - time-major (channel-first): one work item per row (b, c), vectorised over time;
 //  - channel-major (channel-last): one item per (b, tile of channels), vectorised over channels.
-// Without seq_idx the pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with
-// the taps reversed), and the channel-last sums on tap_sums; with it, plain loops skip the taps
-// of another segment.
+// The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
+// reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
+// whole tile without seq_idx): within a run every tap counts but those reaching before it (the
+// pre-activation, the sums) or after it (dx), which are masked to the run's segment. Tiles cut
+// into runs shorter than kMinRun steps on average keep plain loops that skip each tap of
+// another segment.
 // Deterministic by construction: the items depend on the problem only, each accumulates its
 // dweight/dbias in fp32 in a fixed order into its own slot, and the slots are summed per channel
 // in batch order at the end — the same bits for any thread count.
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/bwd/bwd_op.h"
@@ -35,10 +39,8 @@ float load(const void* base, cc1d_dtype dt, int64_t off) {
   return v;
 }
 
-int seq_at(const BwdProblem& p, int64_t b, int64_t s) {
-  if (s < 0) s = 0;  // initial states belong to token 0's segment
-  return static_cast<const int32_t*>(p.seq_idx.data)[b * p.seq_idx.strides[0] + s * p.seq_idx.strides[1]];
-}
+// The segment of step s of batch row b: token 0's before 0, -1 (none) from seqlen on.
+int seq_at(const BwdProblem& p, int64_t b, int64_t s) { return s < p.seqlen ? seq_value(p.seq_idx, b, s) : -1; }
 
 // x at time s of row (b, c): initial states (or 0) for s < 0.
 float x_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
@@ -68,12 +70,34 @@ struct Sums {
   float* at(const BwdProblem& p, int64_t b, int64_t c) { return &slots[(b * p.dim + c) * stride]; }
 };
 
+// While it lives, the `count` steps of `len` floats at v that are not the run's segment
+// (keep(j) false) read as zeros; they are restored after. A run's fused pass sees its history
+// (or, for dx, the steps after it) through one.
+class MaskSteps {
+ public:
+  template <typename Keep>
+  MaskSteps(float* v, int64_t len, int count, Keep keep, std::vector<float>& save)
+      : v_(v), n_(len * count), save_(save) {
+    std::copy(v, v + n_, save.begin());
+    for (int j = 0; j < count; ++j)
+      if (!keep(j)) std::fill(v + j * len, v + (j + 1) * len, 0.f);
+  }
+  ~MaskSteps() { std::copy(save_.begin(), save_.begin() + n_, v_); }
+  MaskSteps(const MaskSteps&) = delete;
+  MaskSteps& operator=(const MaskSteps&) = delete;
+
+ private:
+  float* v_;
+  int64_t n_;
+  std::vector<float>& save_;
+};
+
 // ---- time-major: one row, vectorised over time ---------------------------------------------
 // Tile arrays, index j <-> time t0-(W-1)+j: x (n+W-1), seg (n+2W-2); g index i <-> time t0+i
 // (n+W-1: the tile, then the carried halo).
 template <int W, bool SEQ>
 struct RowTile {
-  // With seq_idx only (without, the forward's SIMD kernels serve these two):
+  // The plain loops of a tile of short runs (otherwise the forward's SIMD kernels serve these two):
   // z[i] = bias + sum_k w[k] x[i+k], taps of another segment skipped.
   static void pre_activation(const float* x, const int* seg, const float* w, float bias, float* z, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
@@ -109,14 +133,17 @@ struct RowTile {
 
 // A worker's tile buffers, allocated once per range of items.
 struct RowBuffers {
-  std::vector<float> x, z, g, dx;
+  std::vector<float> x, z, g, dx, save;
   std::vector<int> seg;
   explicit RowBuffers(int W)
-      : x(kTimeTile + W - 1), z(kTimeTile), g(kTimeTile + W - 1), dx(kTimeTile), seg(kTimeTile + 2 * (W - 1)) {}
+      : x(kTimeTile + W - 1), z(kTimeTile), g(kTimeTile + W - 1), dx(kTimeTile), save(W),
+        seg(kTimeTile + 2 * (W - 1)) {}
 };
 
+// starts: the batch row's runs of one seq_idx value (seq_runs), null without seq_idx.
 template <int W, bool SEQ>
-void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers& buf) {
+void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>* starts, float* sums,
+             RowBuffers& buf) {
   const TensorRef &xt = p.x, &dt = p.dout;
   float w[W], w_rev[W];
   gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
@@ -134,35 +161,60 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
     gx(xt.data, b * xt.strides[0] + c * xt.strides[1] + (t0 - (W - 1) + j) * xt.strides[2], xt.strides[2],
        n + W - 1 - j, &x[j]);
     gx(dt.data, b * dt.strides[0] + c * dt.strides[1] + t0 * dt.strides[2], dt.strides[2], n, g.data());
-    if (SEQ)
-      for (int64_t k = 0; k < n + 2 * (W - 1); ++k) {
-        const int64_t s = t0 - (W - 1) + k;
-        seg[k] = s < p.seqlen ? seq_at(p, b, s) : -1;
-      }
-    if (p.silu) {
-      if constexpr (SEQ)
+    // The tile's runs (one without seq_idx), as offsets from t0: x index j is time t0-(W-1)+j, g
+    // index i time t0+i. A tile of short runs takes the plain loops, which read seg.
+    const TileRuns tr(starts, t0, n);
+    const bool fused = tr.fused();
+    if (SEQ && !fused)
+      for (int64_t k = 0; k < n + 2 * (W - 1); ++k) seg[k] = seq_at(p, b, t0 - (W - 1) + k);
+    const auto each_run = [&](auto f) {
+      tr.each([&](int64_t r0, int64_t r1) { f(r0 - t0, r1 - t0, SEQ ? seq_at(p, b, r0) : 0); });
+    };
+    // A run's history in x: the W-1 steps before it, those of another segment as zeros.
+    const auto x_history = [&](int64_t r0, int cur) {
+      return MaskSteps(&x[r0], 1, W - 1, [&](int j) { return !SEQ || seq_at(p, b, t0 + r0 - (W - 1) + j) == cur; },
+                       buf.save);
+    };
+    if (fused) {
+      each_run([&](int64_t r0, int64_t r1, int cur) {
+        if (cur < 0) return std::fill(&g[r0], &g[r1], 0.f);  // padding tokens: no gradient flows
+        if (!p.silu) return;
+        const MaskSteps history = x_history(r0, cur);
+        simd().conv_time[W - 1](CC1D_FLOAT32, &x[r0 + W - 1], &x[r0], w, bias, false, &z[r0], r1 - r0);
+        simd().mul_silu_grad(&z[r0], &g[r0], r1 - r0);
+      });
+    } else {
+      if (p.silu) {
         RowTile<W, SEQ>::pre_activation(x.data(), seg.data(), w, bias, z.data(), n);
-      else  // the forward's vector kernel on the float tile
-        simd().conv_time[W - 1](CC1D_FLOAT32, x.data() + W - 1, x.data(), w, bias, false, z.data(), n);
-      simd().mul_silu_grad(z.data(), g.data(), n);
-    }
-    if (SEQ)
+        simd().mul_silu_grad(z.data(), g.data(), n);
+      }
       for (int64_t i = 0; i < n; ++i) g[i] = seg[W - 1 + i] < 0 ? 0.f : g[i];  // padding tokens
+    }
     std::copy(carry, carry + W - 1, g.begin() + n);
     if (p.dx.present()) {
-      if constexpr (SEQ)
+      if (fused)  // dx[i] = sum_j w[W-1-j] g[i+j]: the forward's kernel with the taps reversed
+        each_run([&](int64_t r0, int64_t r1, int cur) {
+          const MaskSteps ahead(&g[r1], 1, W - 1, [&](int j) { return !SEQ || seq_at(p, b, t0 + r1 + j) == cur; },
+                                buf.save);
+          simd().conv_time[W - 1](CC1D_FLOAT32, &g[r0 + W - 1], &g[r0], w_rev, 0.f, false, &dx[r0], r1 - r0);
+        });
+      else
         RowTile<W, SEQ>::grad_x(g.data(), seg.data(), w, dx.data(), n);
-      else  // dx[i] = sum_j w[W-1-j] g[i+j]: the forward's kernel with the taps reversed
-        simd().conv_time[W - 1](CC1D_FLOAT32, g.data() + W - 1, g.data(), w_rev, 0.f, false, dx.data(), n);
       for (int64_t i = std::max<int64_t>(0, p.seqlen - (W - 1) - t0); i < n; ++i) dx[i] += dfinal_at(p, b, c, t0 + i);
       scatter_fn(p.x_dtype)(p.dx.data, b * p.dx.strides[0] + c * p.dx.strides[1] + t0 * p.dx.strides[2],
                             p.dx.strides[2], n, dx.data());
     }
-    RowTile<W, SEQ>::sums(g.data(), x.data(), seg.data(), dw, db, n);
+    if (fused)
+      each_run([&](int64_t r0, int64_t r1, int cur) {
+        const MaskSteps history = x_history(r0, cur);
+        RowTile<W, false>::sums(&g[r0], &x[r0], nullptr, dw, db, r1 - r0);
+      });
+    else
+      RowTile<W, SEQ>::sums(g.data(), x.data(), seg.data(), dw, db, n);
     if (t0 == 0 && p.dinitial_states.present())
       for (int jj = 0; jj < W - 1; ++jj) {  // x at s = jj-(W-1) reaches outputs 0..jj
         float a = dfinal_at(p, b, c, jj - (W - 1));
-        for (int k = 0; k <= jj; ++k) a += (!SEQ || seg[W - 1 + jj - k] == seg[W - 1]) ? w[k] * g[jj - k] : 0.f;
+        for (int k = 0; k <= jj; ++k) a += (!SEQ || seq_at(p, b, jj - k) == seq_at(p, b, 0)) ? w[k] * g[jj - k] : 0.f;
         store_dinit(p, b, c, jj, a);
       }
     std::copy(g.begin(), g.begin() + W - 1, carry);
@@ -179,10 +231,10 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, float* sums, RowBuffers&
 // Rows of nc channels: x rows j <-> time t0-(W-1)+j (nt+W-1 rows), g rows i <-> time t0+i (nt,
 // then the W-1 carried rows).
 struct TileBuffers {
-  std::vector<float> w, w_rev, bias, x, z, g, carry, dw, db, a;
+  std::vector<float> w, w_rev, bias, x, z, g, carry, dw, db, a, save;
   TileBuffers(int W, int64_t nc)
       : w(W * nc), w_rev(W * nc), bias(nc), x((kCLTimeTile + W - 1) * nc), z(kCLTimeTile * nc),
-        g((kCLTimeTile + W - 1) * nc), carry((W - 1) * nc), dw(W * nc), db(nc), a(nc) {}
+        g((kCLTimeTile + W - 1) * nc), carry((W - 1) * nc), dw(W * nc), db(nc), a(nc), save((W - 1) * nc) {}
 };
 
 // Channels per item: as many as leave every thread two items, within [kCLChanTileMin,
@@ -195,8 +247,10 @@ int64_t chan_tile(const BwdProblem& p) {
   return std::min(kCLChanTileMax, std::max(kCLChanTileMin, nc));
 }
 
+// starts: as bwd_row's.
 template <int W>
-void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& out, TileBuffers& buf) {
+void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std::vector<int64_t>* starts,
+                  Sums& out, TileBuffers& buf) {
   const GatherFn gx = gather_fn(p.x_dtype), gw = gather_fn(p.w_dtype);
   const ScatterFn sx = scatter_fn(p.x_dtype);
   std::vector<float>&w = buf.w, &bias = buf.bias, &x = buf.x, &z = buf.z, &g = buf.g, &carry = buf.carry;
@@ -208,13 +262,10 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
   for (int k = 0; k < W; ++k)
     gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &w[k * nc]);
   if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
+  for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &buf.w_rev[(W - 1 - j) * nc]);
   const bool has_seq = p.seq_idx.present();
-  auto seq = [&](int64_t s) { return !has_seq ? 0 : s < p.seqlen ? seq_at(p, b, s) : -1; };
-  // Without seq_idx every tap counts: the pre-activation and dx of a whole tile are the forward's
-  // channel-last SIMD kernel (dx with the taps reversed), written into z.
+  auto seq = [&](int64_t s) { return has_seq ? seq_at(p, b, s) : 0; };
   const SimdKernels& k = simd();
-  if (!has_seq)
-    for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &buf.w_rev[(W - 1 - j) * nc]);
   for (int64_t t0 = (p.seqlen - 1) / kCLTimeTile * kCLTimeTile; t0 >= 0; t0 -= kCLTimeTile) {
     const int64_t nt = std::min(kCLTimeTile, p.seqlen - t0);
     for (int64_t j = 0; j < nt + W - 1; ++j) {
@@ -224,6 +275,15 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
       else
         for (int64_t q = 0; q < nc; ++q) x[j * nc + q] = x_at(p, b, c0 + q, s);
     }
+    // The tile's runs (one without seq_idx), as offsets from t0: x row j is time t0-(W-1)+j, g
+    // row i time t0+i. A tile of short runs takes the plain loops.
+    const TileRuns tr(starts, t0, nt);
+    const bool fused = tr.fused();
+    const auto each_run = [&](auto f) { tr.each([&](int64_t r0, int64_t r1) { f(r0 - t0, r1 - t0, seq(r0)); }); };
+    // A run's history in x: the W-1 rows before it, those of another segment as zeros.
+    const auto x_history = [&](int64_t r0, int cur) {
+      return MaskSteps(&x[r0 * nc], nc, W - 1, [&](int j) { return seq(t0 - (W - 1) + r0 + j) == cur; }, buf.save);
+    };
     for (int64_t i = 0; i < nt; ++i) {
       const int64_t t = t0 + i;
       float* gi = &g[i * nc];
@@ -233,7 +293,7 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
         continue;
       }
       gx(p.dout.data, b * p.dout.strides[0] + c0 * p.dout.strides[1] + t * p.dout.strides[2], p.dout.strides[1], nc, gi);
-      if (!p.silu || !has_seq) continue;
+      if (!p.silu || fused) continue;
       std::copy(bias.begin(), bias.begin() + nc, z.begin());
       for (int kk = 0; kk < W; ++kk) {
         if (seq(t - (W - 1) + kk) != cur) continue;
@@ -242,17 +302,23 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
       }
       k.mul_silu_grad(z.data(), gi, nc);
     }
-    if (p.silu && !has_seq) {
-      k.conv_channels[W - 1](CC1D_FLOAT32, &x[(W - 1) * nc], nc, x.data(), w.data(), bias.data(), false, z.data(), nc,
-                             nt, nc);
-      k.mul_silu_grad(z.data(), g.data(), nt * nc);
-    }
+    if (p.silu && fused)
+      each_run([&](int64_t r0, int64_t r1, int cur) {
+        if (cur < 0) return;
+        const MaskSteps history = x_history(r0, cur);
+        k.conv_channels[W - 1](CC1D_FLOAT32, &x[(r0 + W - 1) * nc], nc, &x[r0 * nc], w.data(), bias.data(), false,
+                               &z[r0 * nc], nc, r1 - r0, nc);
+        k.mul_silu_grad(&z[r0 * nc], &g[r0 * nc], (r1 - r0) * nc);
+      });
     std::copy(carry.begin(), carry.begin() + (W - 1) * nc, g.begin() + nt * nc);
-    const bool dx_tile = !has_seq && p.dx.present();
+    const bool dx_tile = fused && p.dx.present();
     if (dx_tile) {  // row i: sum_j w_rev[j] g[i + j], the rows after the tile being the carry
       std::fill(a.begin(), a.begin() + nc, 0.f);
-      k.conv_channels[W - 1](CC1D_FLOAT32, &g[(W - 1) * nc], nc, g.data(), buf.w_rev.data(), a.data(), false,
-                             z.data(), nc, nt, nc);
+      each_run([&](int64_t r0, int64_t r1, int cur) {
+        const MaskSteps ahead(&g[r1 * nc], nc, W - 1, [&](int j) { return seq(t0 + r1 + j) == cur; }, buf.save);
+        k.conv_channels[W - 1](CC1D_FLOAT32, &g[(r0 + W - 1) * nc], nc, &g[r0 * nc], buf.w_rev.data(), a.data(),
+                               false, &z[r0 * nc], nc, r1 - r0, nc);
+      });
     }
     // dx at t0+i for i in [0, nt), and in the first tile dinitial_states at -(W-1)..-1.
     for (int64_t i = nt - 1; i >= (t0 == 0 ? -(W - 1) : 0); --i) {
@@ -278,7 +344,11 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
       else
         for (int64_t q = 0; q < nc; ++q) store_dinit(p, b, c0 + q, static_cast<int>(s + W - 1), ai[q]);
     }
-    if (!has_seq) k.tap_sums[W - 1](g.data(), x.data(), nt, nc, dw.data(), db.data());
+    if (fused)
+      each_run([&](int64_t r0, int64_t r1, int cur) {
+        const MaskSteps history = x_history(r0, cur);
+        k.tap_sums[W - 1](&g[r0 * nc], &x[r0 * nc], r1 - r0, nc, dw.data(), db.data());
+      });
     else
       for (int64_t i = 0; i < nt; ++i) {  // the same sums, a tap of another segment skipped
         const float* gi = &g[i * nc];
@@ -300,8 +370,8 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, Sums& 
   }
 }
 
-using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, float*, RowBuffers&);
-using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, Sums&, TileBuffers&);
+using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, const std::vector<int64_t>*, float*, RowBuffers&);
+using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, const std::vector<int64_t>*, Sums&, TileBuffers&);
 template <int... Ws>
 struct Table {
   static constexpr RowFn row[] = {bwd_row<Ws, false>...};
@@ -334,12 +404,17 @@ void bwd_cpu(const Problem& problem) {
   Sums sums;
   sums.stride = W + 1;
   sums.slots.assign(static_cast<size_t>(p.batch * p.dim * (W + 1)), 0.f);
+  const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, p.batch, p.seqlen);
+  const auto starts = [&](int64_t b) { return runs.empty() ? nullptr : &runs[b]; };
   if (p.time_major) {
     const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
     // Rows in groups of about 32 K steps, so the buffers are set up once per group.
     parallel_for(p.batch * p.dim, std::max<int64_t>(1, 32768 / p.seqlen), [&](int64_t begin, int64_t end) {
       RowBuffers buf(W);
-      for (int64_t r = begin; r < end; ++r) row(p, r / p.dim, r % p.dim, sums.at(p, r / p.dim, r % p.dim), buf);
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t b = r / p.dim, c = r % p.dim;
+        row(p, b, c, starts(b), sums.at(p, b, c), buf);
+      }
     });
   } else {
     const int64_t ct = chan_tile(p), tiles = (p.dim + ct - 1) / ct;
@@ -347,7 +422,7 @@ void bwd_cpu(const Problem& problem) {
       TileBuffers buf(W, ct);
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / tiles, c0 = (item % tiles) * ct;
-        Kernels::channels[W - 1](p, b, c0, std::min(ct, p.dim - c0), sums, buf);
+        Kernels::channels[W - 1](p, b, c0, std::min(ct, p.dim - c0), starts(b), sums, buf);
       }
     });
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "ops/fwd/fwd_op.h"
@@ -39,10 +40,7 @@ float x_at(const FwdProblem& p, int64_t b, int64_t c, int64_t s) {
   return load(st.data, p.x_dtype, b * st.strides[0] + c * st.strides[1] + (p.width - 1 + s) * st.strides[2]);
 }
 
-int seq_at(const FwdProblem& p, int64_t b, int64_t s) {
-  if (s < 0) s = 0;  // initial states belong to token 0's segment
-  return static_cast<const int32_t*>(p.seq_idx.data)[b * p.seq_idx.strides[0] + s * p.seq_idx.strides[1]];
-}
+int seq_at(const FwdProblem& p, int64_t b, int64_t s) { return seq_value(p.seq_idx, b, s); }
 
 void write_final_states(const FwdProblem& p, int64_t b, int64_t c) {
   const TensorRef& f = p.final_states;
@@ -59,39 +57,6 @@ void gather_x(const FwdProblem& p, int64_t b, int64_t c, int64_t s0, int64_t n, 
                        p.x.strides[2], n - i, dst + i);
 }
 
-// The starts of the runs of one seq_idx value in each batch row, then seqlen (for the fused
-// passes only: strided tiles take the gathered path whatever their runs). The outputs of a run
-// share one segment id, so within a run the taps are a plain convolution whose W-1 steps of
-// history count where their id is the run's (whatever the pattern of ids).
-std::vector<std::vector<int64_t>> seq_runs(const FwdProblem& p) {
-  std::vector<std::vector<int64_t>> runs(p.seq_idx.present() ? p.batch : 0);
-  for (size_t b = 0; b < runs.size(); ++b) {
-    runs[b].push_back(0);
-    for (int64_t s = 1; s < p.seqlen; ++s)
-      if (seq_at(p, b, s) != seq_at(p, b, s - 1)) runs[b].push_back(s);
-    runs[b].push_back(p.seqlen);
-  }
-  return runs;
-}
-
-// The runs within [t0, t0+n) as [r0, r1) (one run without seq_idx: starts is null).
-struct TileRuns {
-  // first: the start of the run holding t0; last: the first start at or after t0+n.
-  const int64_t *first = nullptr, *last = nullptr;
-  int64_t t0 = 0, end = 0;
-  TileRuns(const std::vector<int64_t>* starts, int64_t t0_, int64_t n) : t0(t0_), end(t0_ + n) {
-    if (starts == nullptr) return;
-    first = &*(std::upper_bound(starts->begin(), starts->end(), t0) - 1);
-    last = &*std::lower_bound(starts->begin(), starts->end(), end);
-  }
-  int64_t count() const { return first ? last - first : 1; }
-  template <typename F>
-  void each(F f) const {
-    if (first == nullptr) return f(t0, end);
-    for (const int64_t* r = first; r < last; ++r) f(std::max(*r, t0), std::min(r[1], end));
-  }
-};
-
 // Whether history step s counts for a run starting at r0 (same segment; always without seq_idx).
 bool same_segment(const FwdProblem& p, int64_t b, int64_t s, int64_t r0) {
   return !p.seq_idx.present() || seq_at(p, b, s) == seq_at(p, b, r0);
@@ -99,9 +64,6 @@ bool same_segment(const FwdProblem& p, int64_t b, int64_t s, int64_t r0) {
 
 // A run of padding tokens (seq_idx < 0) outputs 0.
 bool padding_run(const FwdProblem& p, int64_t b, int64_t r0) { return p.seq_idx.present() && seq_at(p, b, r0) < 0; }
-
-// With seq_idx, a tile cut into runs shorter than this many steps on average takes the gathered path.
-constexpr int64_t kMinRun = 8;
 
 // Taps with segment masking: a tap whose segment differs from the output's is skipped.
 void conv_row_seq(int W, const float* xin, const int* seg, const float* w, float bias, float* out, int64_t n) {
@@ -120,7 +82,7 @@ void fwd_time_major(const FwdProblem& p) {
   const SimdKernels& k = simd();
   const bool seq = p.seq_idx.present(), unit = p.x.strides[2] == 1 && p.out.strides[2] == 1;
   const int64_t es = dtype_size(p.x_dtype);
-  const std::vector<std::vector<int64_t>> runs = unit ? seq_runs(p) : std::vector<std::vector<int64_t>>{};
+  const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, unit ? p.batch : 0, p.seqlen);  // fused only
   parallel_for(rows * tiles, std::max<int64_t>(1, 16 / tiles), [&](int64_t begin, int64_t end) {
     std::vector<float> xin(kTimeTile + W - 1), out(kTimeTile);
     std::vector<int> seg(seq ? kTimeTile + W - 1 : 0);
@@ -133,7 +95,7 @@ void fwd_time_major(const FwdProblem& p) {
       const float bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
       const int64_t o_off = b * p.out.strides[0] + c * p.out.strides[1] + t0 * p.out.strides[2];
       const TileRuns tr(seq && unit ? &runs[b] : nullptr, t0, n);
-      if (unit && (!seq || tr.count() * kMinRun <= n)) {
+      if (unit && tr.fused()) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
         const char* xrow = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c * p.x.strides[1]) * es;
         char* orow = static_cast<char*>(p.out.data) + (o_off - t0) * es;
@@ -210,7 +172,7 @@ void fwd_channel_major(const FwdProblem& p) {
   const SimdKernels& k = simd();
   const bool unit = p.x.strides[1] == 1 && p.out.strides[1] == 1;
   const int64_t es = dtype_size(p.x_dtype);
-  const std::vector<std::vector<int64_t>> runs = unit ? seq_runs(p) : std::vector<std::vector<int64_t>>{};
+  const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, unit ? p.batch : 0, p.seqlen);  // fused only
   // A thread takes whole blocks of steps (every channel tile of them) when there are enough for
   // all: two threads writing the same rows of a fresh output fault the same pages (measured:
   // causal_conv1d_fn 4x2048x2048 fp32, 2.3 -> 1.5 ns per output).
@@ -229,7 +191,7 @@ void fwd_channel_major(const FwdProblem& p) {
       else
         std::fill(bias.begin(), bias.begin() + nc, 0.f);
       const TileRuns tr(p.seq_idx.present() && unit ? &runs[b] : nullptr, t0, nt);
-      if (unit && (!p.seq_idx.present() || tr.count() * kMinRun <= nt)) {
+      if (unit && tr.fused()) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
         const char* x0 = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * es;
         char* o0 = static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0) * es;

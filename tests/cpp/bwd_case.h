@@ -23,6 +23,7 @@ struct BwdCase {
   bool bias, silu, seq, init, dfinal;
   bool dx = true, dweight = true, dbias = true, dinit = true;
   bool deterministic = false;
+  int max_segment = 9;  // seq_idx segments of 1..max_segment steps
 };
 
 inline std::string describe(const BwdCase& c) {
@@ -30,7 +31,7 @@ inline std::string describe(const BwdCase& c) {
   const char* dt[] = {"float32", "float16", "bfloat16"};
   return std::string("bwd x=") + dt[c.xdt] + " w=" + dt[c.wdt] + " W=" + std::to_string(c.width) + " " +
          lay[int(c.layout)] + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
-         std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq" : "") +
+         std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq<=" + std::to_string(c.max_segment) : "") +
          (c.init ? " init" : "") + (c.dfinal ? " dfinal" : "") + " wants:" + (c.dx ? " dx" : "") +
          (c.dweight ? " dweight" : "") + (c.dbias ? " dbias" : "") + (c.dinit ? " dinit" : "") +
          (c.deterministic ? " deterministic" : "");
@@ -55,7 +56,7 @@ struct BwdRun {
     w.randomize(rng, 0.5);
     bias = HostTensor::contiguous(c.wdt, {c.D});
     bias.randomize(rng);
-    seq = random_segments(c.B, c.L, rng);
+    seq = random_segments(c.B, c.L, rng, c.max_segment);
     init = HostTensor::contiguous(c.xdt, {c.B, c.D, W - 1});
     init.randomize(rng);
     dout = make_x(c.xdt, c.B, c.D, c.L, c.layout);  // the layout autograd hands over: like out

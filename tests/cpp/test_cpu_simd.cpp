@@ -3,6 +3,7 @@
 // update's decode step on each), and the thread pool with concurrent callers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -155,7 +156,8 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
 
 TEST_CASE("every SIMD build: the backward against the float64 reference") {
   // The rows' pre-activation and dx (the forward's kernels on float tiles, dx with the taps
-  // reversed) and the channel-last tile sums (tap_sums), with and without seq_idx.
+  // reversed) and the channel-last tile sums (tap_sums): without seq_idx, and with segments of
+  // up to 80 steps (the same kernels a run at a time) or 9 (the plain loops).
   std::mt19937 rng = test_rng(205);
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
@@ -163,10 +165,11 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
     for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
       for (int width : {2, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
-          for (bool seq : {false, true})
-            run_bwd_case(BwdCase{xdt, CC1D_FLOAT32, width, layout, 2, 53, 150, true, true,
-                                 seq && layout == Layout::ChannelLast, true, true},
-                         rng, CC1D_BACKEND_CPU);
+          for (int max_segment : {0, 9, 80}) {
+            BwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, 53, 150, true, true, max_segment > 0, true, true};
+            c.max_segment = std::max(max_segment, 1);
+            run_bwd_case(c, rng, CC1D_BACKEND_CPU);
+          }
   }
   cc1d::simd_override_for_testing(nullptr);
 }
