@@ -64,24 +64,15 @@ TEST_CASE("bwd cpu: channel-last in several channel tiles (a partial one last)")
 }
 
 TEST_CASE("bwd cpu: seq_idx with long segments (fused passes per run) and short ones (plain loops)") {
-  // Rows of 2349 steps cross the channel-first tile (2048 steps) and many channel-last tiles (64);
-  // 300 channels make two channel-last channel tiles. Segments of up to 80 or 3000 steps leave
-  // runs long enough for the fused passes, in tiles that start and end inside a run; up to 9
-  // steps keeps the plain loops. Padding runs and ids that resume after them are in every row.
+  // Padding runs and ids that resume after them are in every row (random_segments).
   std::mt19937 rng = test_rng(806);
-  int i = 0;
-  for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
-    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
-      for (int width : {2, 4, 5, 8})
-        for (int max_segment : {9, 80, 3000}) {
-          const int64_t D = layout == Layout::ChannelLast && i % 4 == 0 ? 300 : 5;
-          const int wdt = i % 3 == 0 ? CC1D_FLOAT32 : xdt;
-          BwdCase c{xdt, wdt, width, layout, 2, D, 2349, i % 2 == 0, i % 3 != 1, true, i % 4 < 2, i % 5 != 0};
-          c.dinit = i % 6 != 1;
-          c.max_segment = max_segment;
-          run_bwd_case(c, rng, CC1D_BACKEND_CPU);
-          ++i;
-        }
+  for_each_segment_case([&](int i, Layout layout, int xdt, int width, int64_t D, int max_segment) {
+    const int wdt = i % 3 == 0 ? CC1D_FLOAT32 : xdt;
+    BwdCase c{xdt, wdt, width, layout, 2, D, kSegmentCaseLen, i % 2 == 0, i % 3 != 1, true, i % 4 < 2, i % 5 != 0};
+    c.dinit = i % 6 != 1;
+    c.max_segment = max_segment;
+    run_bwd_case(c, rng, CC1D_BACKEND_CPU);
+  });
 }
 
 TEST_CASE("bwd cpu: an empty batch has zero dweight and dbias") {

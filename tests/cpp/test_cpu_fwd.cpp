@@ -54,21 +54,13 @@ TEST_CASE("cpu forward: long sequences cross tile boundaries") {
 }
 
 TEST_CASE("cpu forward: seq_idx with long segments (a fused pass per run) and short ones (gathered)") {
-  // Rows of 2349 steps cross the channel-first tile (2048) and many channel-last tiles (64);
-  // 300 channels cross a channel-last channel tile (256).
   std::mt19937 rng = cc1d_test::test_rng(106);
-  int i = 0;
-  for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
-    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
-      for (int width : {2, 4, 5, 8})
-        for (int max_segment : {9, 80, 3000}) {
-          const int64_t D = layout == Layout::ChannelLast && i % 4 == 0 ? 300 : 5;
-          FwdCase c{xdt, i % 3 == 0 ? CC1D_FLOAT32 : xdt, width, layout, 2, D, 2349, i % 2 == 0, i % 3 != 1, true,
-                    i % 4 < 2, i % 5 != 0};
-          c.max_segment = max_segment;
-          run_case(c, rng);
-          ++i;
-        }
+  for_each_segment_case([&](int i, Layout layout, int xdt, int width, int64_t D, int max_segment) {
+    FwdCase c{xdt, i % 3 == 0 ? CC1D_FLOAT32 : xdt, width, layout, 2, D, kSegmentCaseLen, i % 2 == 0,
+              i % 3 != 1, true, i % 4 < 2, i % 5 != 0};
+    c.max_segment = max_segment;
+    run_case(c, rng);
+  });
 }
 
 TEST_CASE("cpu forward: dim beyond 65536 (upstream's grid limit)") {

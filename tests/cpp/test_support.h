@@ -151,6 +151,24 @@ inline HostTensor random_segments(int64_t B, int64_t L, std::mt19937& rng, int m
   return seq;
 }
 
+// The cases of the CPU seq_idx tests (forward and backward), as f(i, layout, x dtype, width, dim,
+// max segment length): every layout and dtype, rows of kSegmentCaseLen steps (across the
+// channel-first tile of 2048 steps and many channel-last tiles of 64), 300 channels in every
+// fourth channel-last case (several channel tiles), segments of up to 9 steps (tiles of short
+// runs: the unfused path) or of 80 and 3000 (a fused pass per run, tiles starting inside a run).
+constexpr int64_t kSegmentCaseLen = 2349;
+template <typename F>
+void for_each_segment_case(F f) {
+  int i = 0;
+  for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
+    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int width : {2, 4, 5, 8})
+        for (int max_segment : {9, 80, 3000}) {
+          const int64_t D = layout == Layout::ChannelLast && i % 4 == 0 ? 300 : 5;
+          f(i++, layout, xdt, width, D, max_segment);
+        }
+}
+
 struct RefInputs {
   const HostTensor* x = nullptr;
   const HostTensor* w = nullptr;
