@@ -260,27 +260,31 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   const long long c0 = cb * C;
   const bool lv_ok = c0 + lv * V < p.dim;
   const long long xs_t = p.x_stride[2], os_t = p.out_stride[2];
-  const TX* __restrict__ xb = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c0 + lv * V;
-  TX* __restrict__ ob = static_cast<TX*>(p.out) + b * p.out_stride[0] + c0 + lv * V;
+  long long t0 = run * kFwdChannelTiles * T;
+  // This thread's first load and store of the tile at t0, moved on by pointer increments (a
+  // round, a tile): no 64-bit multiply per tile, and ptxas keeps them in registers.
+  const TX* __restrict__ xtile =
+      static_cast<const TX*>(p.x) + b * p.x_stride[0] + c0 + lv * V + (t0 - (W - 1) + lr) * xs_t;
+  TX* __restrict__ otile = static_cast<TX*>(p.out) + b * p.out_stride[0] + c0 + lv * V + (t0 + lr) * os_t;
   float w[CPW][W] = {}, bias[CPW] = {};
   for (int i = 0; i < CPW; ++i)
     if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
 
-  long long t0 = run * kFwdChannelTiles * T;
 #pragma unroll 1
-  for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T) {  // uniform in the block
+  for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T, xtile += T * xs_t, otile += T * os_t) {
     __syncthreads();  // the previous tile is done with xs and ys
     // Input row r is time t0-(W-1)+r; rows in [lo, hi) exist in x.
     const long long left = p.seqlen - t0 + (W - 1);
     const int lo = t0 < W - 1 ? (int)(W - 1 - t0) : 0, hi = left < R ? (int)left : R;
-    const TX* __restrict__ xt = xb + (t0 - (W - 1) + lr) * xs_t;
-    // All loads of the window first, then the shared stores.
+    // All loads of the window first, then the shared stores. (The loop's bound is uniform in
+    // the block.)
     constexpr int ROUNDS = (R + RR - 1) / RR;
     unsigned u[ROUNDS][4];
-    for (int i = 0; i < ROUNDS; ++i) {
+    const TX* __restrict__ xt = xtile;
+    for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t) {
       const int r = i * RR + lr;
       for (int j = 0; j < 4; ++j) u[i][j] = 0;
-      if (r >= lo && r < hi && lv_ok) load16(xt + i * RR * xs_t, u[i]);
+      if (r >= lo && r < hi && lv_ok) load16(xt, u[i]);
     }
     const int init_rows = p.initial_states != nullptr ? lo : 0;  // written below instead
     for (int i = 0; i < ROUNDS; ++i)
@@ -317,11 +321,11 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     }
     __syncthreads();
 
-    TX* __restrict__ ot = ob + (t0 + lr) * os_t;
-    for (int i = 0; i < T / RR; ++i) {
+    TX* __restrict__ ot = otile;
+    for (int i = 0; i < T / RR; ++i, ot += RR * os_t) {
       unsigned o[4];
       load16(ys + (i * RR + lr) * 32 + lv * 4, o);
-      if (i * RR + lr < hi - (W - 1) && lv_ok) store16(ot + i * RR * os_t, o);
+      if (i * RR + lr < hi - (W - 1) && lv_ok) store16(ot, o);
     }
   }
   // The last tile of a row holds the final states in its input rows: x at seqlen-(W-1)+j is
