@@ -39,7 +39,7 @@ struct Fixture {
 
 TEST_CASE("bwd cpu: the grid against the float64 reference") {
   std::mt19937 rng = test_rng(801);
-  CHECK(run_bwd_grid(CC1D_BACKEND_CPU, rng) == 9 * CC1D_MAX_WIDTH * kBwdGridKinds);
+  CHECK(run_bwd_grid(CC1D_BACKEND_CPU, rng, kMaxLen) == 9 * CC1D_MAX_WIDTH * kBwdGridKinds);
 }
 
 TEST_CASE("bwd cpu: every gradient alone, and none") {

@@ -17,14 +17,6 @@
 
 using namespace cc1d_test;
 
-// About ten times slower under AddressSanitizer: shorter rows there (a multiple of 8, so the
-// vector path still runs), every variant all the same.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int64_t kMaxLen = 296;
-#else
-constexpr int64_t kMaxLen = INT64_MAX;
-#endif
-
 TEST_CASE("emulate: every backward variant against the float64 reference, in checking mode") {
   setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);  // also set by ctest; read at every launch
   const cc1d::emu::Stats before = cc1d::emu::stats();
