@@ -34,7 +34,8 @@ cpp-test:
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-# The emulator under AddressSanitizer: an out-of-bounds global or shared access fails.
+# The emulator and the cpu backend under AddressSanitizer and UBSan (tests labelled asan): an
+# out-of-bounds access fails.
 asan-test:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCC1D_SANITIZE=ON -DCC1D_BUILD_BENCH=OFF $(CMAKE_LAUNCHER) >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
