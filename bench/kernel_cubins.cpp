@@ -81,11 +81,7 @@ std::vector<Variant> profile_set() {
   for (int layout = 0; layout < kBwdNumLayouts; ++layout)
     for (int i = 0; i < 3; ++i)
       v.push_back({std::string("bwd ") + bwd_layout_name(layout) + " " + dtype_names[i],
-                   bwd_kernel_name(dtypes[i], dtypes[i], 4, layout),
-                   layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq
-                       ? 0
-                       : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(dtypes[i])), 4,
-                                                              layout == kBwdLayoutTimeSeq)});
+                   bwd_kernel_name(dtypes[i], dtypes[i], 4, layout), bwd_smem_bytes(layout, dtype_size(dtypes[i]), 4)});
   for (int i = 0; i < 3; ++i)
     v.push_back({std::string("bwd finalize ") + dtype_names[i], bwd_finalize_kernel_name(dtypes[i])});
   v.push_back({"bwd zero fp32", kBwdZeroKernel});

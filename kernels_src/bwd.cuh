@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_kernel(const Bw
     for (long long blk = blockIdx.x; blk < per_batch; blk += gridDim.x) {
       const unsigned u = (unsigned)blk;
       const long long seg = u % ns, cb = u / ns;
-      if constexpr (LAYOUT == kBwdLayoutChannel || LAYOUT == kBwdLayoutChannelSeq) {
+      if constexpr (bwd_channel_layout(LAYOUT)) {
         bwd_channel_segment<TX, TW, W, LAYOUT == kBwdLayoutChannelSeq>(p, b, cb, seg);
       } else {
         bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec, LAYOUT == kBwdLayoutTimeSeq>(p, b, cb, seg, smem);

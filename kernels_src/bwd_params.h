@@ -29,17 +29,24 @@ constexpr int kBwdMinChannelSegment = 64;  // channel layout: time steps per thr
 // reduction, then (with seq_idx) the segment ids of x's positions with both halos.
 // (Host and device functions: the planner sizes the launch with the same numbers.)
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
-#define CC1D_BWD_SIZE __host__ __device__ constexpr int
+#define CC1D_BWD_FN __host__ __device__ constexpr
 #else
-#define CC1D_BWD_SIZE constexpr int
+#define CC1D_BWD_FN constexpr
 #endif
-CC1D_BWD_SIZE bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
-CC1D_BWD_SIZE bwd_smem_gt(int C, int W) { return W - 1 + C; }
-CC1D_BWD_SIZE bwd_smem_red(int C, int W) { return bwd_smem_gt(C, W) + C + W - 1; }
-CC1D_BWD_SIZE bwd_smem_red2(int C, int W) { return bwd_smem_red(C, W) + (W + 1) * kBwdThreads; }
-CC1D_BWD_SIZE bwd_smem_st(int C, int W) { return bwd_smem_red2(C, W) + (W + 1) * 32; }
-CC1D_BWD_SIZE bwd_smem_floats(int C, int W, bool seq) { return bwd_smem_st(C, W) + (seq ? C + 2 * (W - 1) : 0); }
-#undef CC1D_BWD_SIZE
+CC1D_BWD_FN bool bwd_channel_layout(int layout) { return layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq; }
+CC1D_BWD_FN int bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
+CC1D_BWD_FN int bwd_smem_gt(int C, int W) { return W - 1 + C; }
+CC1D_BWD_FN int bwd_smem_red(int C, int W) { return bwd_smem_gt(C, W) + C + W - 1; }
+CC1D_BWD_FN int bwd_smem_red2(int C, int W) { return bwd_smem_red(C, W) + (W + 1) * kBwdThreads; }
+CC1D_BWD_FN int bwd_smem_st(int C, int W) { return bwd_smem_red2(C, W) + (W + 1) * 32; }
+CC1D_BWD_FN int bwd_smem_floats(int C, int W, bool seq) { return bwd_smem_st(C, W) + (seq ? C + 2 * (W - 1) : 0); }
+// The main kernel's dynamic shared memory in bytes for a layout (none for the channel walks).
+CC1D_BWD_FN int bwd_smem_bytes(int layout, int x_bytes, int W) {
+  return bwd_channel_layout(layout)
+             ? 0
+             : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(x_bytes), W, layout == kBwdLayoutTimeSeq);
+}
+#undef CC1D_BWD_FN
 
 struct BwdParams {
   const void* x;               // (batch, dim, seqlen), TX

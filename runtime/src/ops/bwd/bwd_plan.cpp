@@ -139,9 +139,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   main.grid[0] = static_cast<unsigned>(std::min<long long>(std::max<long long>(per_batch, 1), kMaxGridX));
   main.grid[1] = static_cast<unsigned>(std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ));
   main.block[0] = kBwdThreads;
-  if (g.layout != kBwdLayoutChannel && g.layout != kBwdLayoutChannelSeq)
-    main.shared_bytes = sizeof(float) * bwd_smem_floats(bwd_chunk(dtype_size(pr.x_dtype)), pr.width,
-                                                        pr.seq_idx.present());
+  main.shared_bytes = bwd_smem_bytes(g.layout, dtype_size(pr.x_dtype), pr.width);
   launches.push_back(main);
   if (pr.wants_sums()) {
     KernelLaunch fin;
