@@ -128,7 +128,6 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
   float* gt = smem + bwd_smem_gt(C, W);  // gt[q] = g(t0+q), q in [0, C+W-1)
   int* st = reinterpret_cast<int*>(smem + bwd_smem_st(C, W));  // st[W-1+q] = seq(t0+q), q in [-(W-1), C+W-1)
   const int tid = threadIdx.x;
-  constexpr bool has_seq = SEQ;
   float w[W], bias;
   bwd_load_weights<TW, W>(p, c, w, bias);
   const TX* xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
@@ -161,25 +160,25 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
         dv[j] = in ? to_float(drow[(my0 + j) * p.dout_stride[2]]) : 0.f;
       }
     }
-    if (has_seq)
+    if (SEQ)
       for (int j = 0; j < N; ++j) sv[j] = bwd_seq(p, b, my0 + j);
     float xl = 0.f;
     int sl = 0, sr = 0;
     if (tid < W - 1) {
       xl = bwd_x<TX>(p, W, b, c, t0 - (W - 1) + tid);
-      if (has_seq) {
+      if (SEQ) {
         sl = bwd_seq(p, b, t0 - (W - 1) + tid);
         sr = bwd_seq(p, b, t0 + C + tid);
       }
     }
     __syncthreads();
     for (int j = 0; j < N; ++j) xt[W - 1 + tid * N + j] = xv[j];
-    if (has_seq)
+    if (SEQ)
       for (int j = 0; j < N; ++j) st[W - 1 + tid * N + j] = sv[j];
     if (tid < W - 1) {
       xt[tid] = xl;
       gt[C + tid] = carry;
-      if (has_seq) {
+      if (SEQ) {
         st[tid] = sl;
         st[W - 1 + C + tid] = sr;
       }
@@ -191,7 +190,7 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
       for (int j = 0; j < N; ++j) {
         const int q = tid * N + j;
         float z = bias;
-        for (int k = 0; k < W; ++k) z += (!has_seq || st[q + k] == st[W - 1 + q]) ? w[k] * xt[q + k] : 0.f;
+        for (int k = 0; k < W; ++k) z += (!SEQ || st[q + k] == st[W - 1 + q]) ? w[k] * xt[q + k] : 0.f;
         gv[j] = dv[j] * silu_grad(z);
       }
     } else {
@@ -199,20 +198,20 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
     }
     for (int j = 0; j < N; ++j) {
       const int q = tid * N + j;
-      if (has_seq) gv[j] = st[W - 1 + q] < 0 ? 0.f : gv[j];  // a padding token
+      if (SEQ) gv[j] = st[W - 1 + q] < 0 ? 0.f : gv[j];  // a padding token
       gt[q] = gv[j];
       db += gv[j];
-      for (int k = 0; k < W; ++k) dw[k] += (!has_seq || st[q + k] == st[W - 1 + q]) ? gv[j] * xt[q + k] : 0.f;
+      for (int k = 0; k < W; ++k) dw[k] += (!SEQ || st[q + k] == st[W - 1 + q]) ? gv[j] * xt[q + k] : 0.f;
     }
     __syncthreads();
     if (dxrow != nullptr) {
       float dxv[N];
       for (int j = 0; j < N; ++j) {
         const int q = tid * N + j;
-        const int cur = has_seq ? st[W - 1 + q] : 0;
+        const int cur = SEQ ? st[W - 1 + q] : 0;
         float a = 0.f;
         for (int k = 0; k < W; ++k)
-          a += (!has_seq || st[2 * (W - 1) + q - k] == cur) ? w[k] * gt[q + W - 1 - k] : 0.f;
+          a += (!SEQ || st[2 * (W - 1) + q - k] == cur) ? w[k] * gt[q + W - 1 - k] : 0.f;
         dxv[j] = a;
       }
       if (p.dfinal_states != nullptr && my0 + N > p.seqlen - (W - 1))  // the last W-1 steps only
@@ -228,10 +227,10 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
     }
     if (t0 == 0 && p.dinitial_states != nullptr && tid < W - 1) {
       // x at s = tid - (W-1) < 0 (token 0's segment) reaches outputs 0..tid.
-      const int cur = has_seq ? st[W - 1] : 0;
+      const int cur = SEQ ? st[W - 1] : 0;
       float a = 0.f;
       for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
-        if (k <= tid) a += (!has_seq || st[W - 1 + tid - k] == cur) ? w[k] * gt[tid - k] : 0.f;
+        if (k <= tid) a += (!SEQ || st[W - 1 + tid - k] == cur) ? w[k] * gt[tid - k] : 0.f;
       a += bwd_dfinal<TX>(p, W, b, c, tid - (W - 1));
       static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + tid * p.dinit_stride[2]] =
           from_float<TX>(a);
