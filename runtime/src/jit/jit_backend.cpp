@@ -70,9 +70,7 @@ class JitBackend final : public Backend {
     const std::vector<KernelLaunch> launches = op.plan(problem, problem.workspace);
     const JitDevice& dev = tc_->devices()[problem.device_index];
     // Every kernel is compiled and loaded before the first launch: a failure leaves nothing half done.
-    std::vector<std::string> names;
-    for (const KernelLaunch& l : launches) names.push_back(l.kernel);
-    const std::vector<void*> fns = kernels(dev, names);
+    const std::vector<void*> fns = kernels(dev, launches);
     for (size_t i = 0; i < launches.size(); ++i) tc_->launch(dev, fns[i], launches[i], stream);
   }
 
@@ -98,7 +96,7 @@ class JitBackend final : public Backend {
     });
   }
 
-  std::vector<void*> kernels(const JitDevice& dev, const std::vector<std::string>& names);
+  std::vector<void*> kernels(const JitDevice& dev, const std::vector<KernelLaunch>& launches);
   std::vector<void*> build(const JitDevice& dev, const std::vector<std::string>& names);
 
   cc1d_backend id_;
@@ -114,13 +112,14 @@ class JitBackend final : public Backend {
 
 // The entry points of one call's kernels. Those that no earlier or concurrent call is building
 // are built here, together: what no cache holds is compiled in one program.
-std::vector<void*> JitBackend::kernels(const JitDevice& dev, const std::vector<std::string>& names) {
+std::vector<void*> JitBackend::kernels(const JitDevice& dev, const std::vector<KernelLaunch>& launches) {
   std::vector<std::shared_ptr<Slot>> slots;
-  std::vector<std::string> mine;
+  std::vector<std::string> mine;  // names copied only to build them
   std::vector<std::shared_ptr<Slot>> mine_slots;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const std::string& name : names) {
+    for (const KernelLaunch& l : launches) {
+      const std::string& name = l.kernel;
       auto& s = slots_[dev.ordinal][name];
       if (s == nullptr) {
         s = std::make_shared<Slot>();
