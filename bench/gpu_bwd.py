@@ -2,8 +2,8 @@
 bytes (the bandwidth ceiling) and beside transformers' fallback under autograd (depthwise F.conv1d
 with groups=dim, padding=W-1, slice, silu), in the same process on the same GPU. Every kernel
 layout of the backward is exercised: channel-first (time_vec), channel-first rows not 16-byte
-aligned (time), channel-first with seq_idx (time_seq), channel-last (channel) and channel-last
-with seq_idx (channel_seq).
+aligned (time), channel-first with seq_idx (time_seq), channel-last (channel_vec), channel-last
+with dim % 8 = 4 (channel) and channel-last with seq_idx (channel_seq).
 
 Each column times the backward alone: torch.autograd.grad(out, (x, weight, bias), dout,
 retain_graph=True) on a graph built once. GB/s counts x and dout read and dx written; the copy
@@ -28,7 +28,7 @@ QUICK_SHAPES = [(2, 512, 1024)]
 # (layout, dtypes): the fast path in both dtypes, the other layouts in bf16.
 LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),
            ("channel-first, seqlen % 8 = 7", (torch.bfloat16,)), ("channel-first + seq_idx", (torch.bfloat16,)),
-           ("channel-last + seq_idx", (torch.bfloat16,))]
+           ("channel-last, dim % 8 = 4", (torch.bfloat16,)), ("channel-last + seq_idx", (torch.bfloat16,))]
 WIDTH = 4
 
 
@@ -48,12 +48,13 @@ def main():
     rows, cold, failures = [], [], []
     for B, D, L in QUICK_SHAPES if args.quick else SHAPES:
         for layout, dtypes in LAYOUTS:
-            Lx = L - 1 if "% 8" in layout else L  # 8k - 1: rows not 16-byte aligned
+            Lx = L - 1 if "seqlen % 8" in layout else L  # 8k - 1: rows not 16-byte aligned
+            Dx = D - 4 if "dim % 8" in layout else D  # channel vectors not 16-byte aligned
             for dtype in dtypes:
                 torch.manual_seed(0)
-                x, dout = make_x(B, D, Lx, dtype, layout, device), make_x(B, D, Lx, dtype, layout, device)
-                w = torch.randn(D, WIDTH, dtype=dtype, device=device) * 0.5
-                b = torch.randn(D, dtype=dtype, device=device)
+                x, dout = make_x(B, Dx, Lx, dtype, layout, device), make_x(B, Dx, Lx, dtype, layout, device)
+                w = torch.randn(Dx, WIDTH, dtype=dtype, device=device) * 0.5
+                b = torch.randn(Dx, dtype=dtype, device=device)
                 seq_idx = make_seq_idx(B, Lx, device) if "seq_idx" in layout else None
 
                 def ours(x, w, b):
@@ -66,7 +67,7 @@ def main():
                 t0 = time.perf_counter()
                 got, again_ours = grads(ours, x, w, b, dout)
                 timer.sync()
-                cold.append((f"{str(dtype)[6:]} {layout}", (B, D, Lx), (time.perf_counter() - t0) * 1e3))
+                cold.append((f"{str(dtype)[6:]} {layout}", (B, Dx, Lx), (time.perf_counter() - t0) * 1e3))
                 tf32 = torch.backends.cudnn.allow_tf32
                 torch.backends.cudnn.allow_tf32 = False  # a true fp32 reference
                 want, _ = grads(base, x.float(), w.float(), b.float(), dout.float())
@@ -75,13 +76,13 @@ def main():
                 err = max(((g.float() - r).abs().max() / (1 + r.abs().max())).item() for g, r in zip(got, want))
                 tol = 1e-4 if dtype == torch.float32 else 2e-2
                 if not err <= tol:  # also catches NaN
-                    failures.append(f"{(B, D, Lx)} {dtype} {layout}: max relative error {err:.3g} > {tol:.3g}")
+                    failures.append(f"{(B, Dx, Lx)} {dtype} {layout}: max relative error {err:.3g} > {tol:.3g}")
                 _, again_base = grads(base, x, w, b, dout)
                 dst, src = torch.empty_like(x), x.contiguous()
                 t_ours = timer(again_ours)
                 t_base = timer(again_base)
                 t_copy = timer(lambda: dst.copy_(x) if layout.startswith("channel-last") else dst.copy_(src)) * 1.5
-                rows.append(((B, D, Lx), str(dtype)[6:], layout, 3 * x.numel() * x.element_size(), t_ours, t_base,
+                rows.append(((B, Dx, Lx), str(dtype)[6:], layout, 3 * x.numel() * x.element_size(), t_ours, t_base,
                              t_copy, err))
                 del x, dout, w, b, got, want, dst, src, again_ours, again_base
         if device.type == "cuda":

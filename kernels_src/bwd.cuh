@@ -18,7 +18,8 @@
 // left halo of x and the right halo of g (carried from the later chunk, so silu is recomputed once)
 // go through shared memory. The block then reduces dweight and dbias in a fixed order.
 // Channel layout: a thread walks its channel backwards over a segment (and W-1 steps of halo)
-// with sliding windows.
+// with sliding windows. CHANNEL_VEC (channel-last, 16-byte aligned rows of channels): a block
+// walks 128 bytes of channels over a segment, tile by tile, through shared memory.
 #pragma once
 #include "bwd_params.h"
 #include "cc1d_types.cuh"
@@ -307,6 +308,199 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
   bwd_put_partial<W>(p, part, c, W, db);
 }
 
+// CHANNEL_VEC layout (channel-last rows of 16-byte aligned channels, no seq_idx): block (b, 128
+// bytes of channels, segment), the segment walked backwards a tile of T steps at a time. Per
+// tile, x's rows [t0-(W-1), t0+T) and dout's rows [t0, t0+T) come in by 16-byte loads into
+// shared tiles of packed words (all loads first, as the forward's tiles); lane l of warp w then
+// takes the channels of word l over the steps [t0+S*w, t0+S*(w+1)): g into a float tile, whose
+// rows [T, T+W-1) hold dx's right halo (the later tile's first W-1 rows of g, or for the
+// segment's last tile g read and recomputed from global memory), and the dweight/dbias sums in
+// registers; then dx from the g tile into the packed dout tile, which 16-byte stores write out.
+// Four barriers per tile; the block's sums are reduced over its warps in a fixed order.
+template <typename TX, typename TW, int W>
+CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, long long seg) {
+  constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
+  constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
+  constexpr int C = bwd_tile_channels(sizeof(TX));  // channels per tile row: 32 words, CPW each
+  constexpr int VR = 8;                        // vectors per row
+  constexpr int RR = kBwdThreads / VR;         // rows per load round: 16
+  constexpr int T = kBwdChannelTile;           // steps per tile
+  constexpr int R = T + W - 1;                 // rows of x (from t0-(W-1)) and of g (from t0)
+  constexpr int S = T / (kBwdThreads / 32);    // steps per warp
+  constexpr int XR = (R + RR - 1) / RR, DR = T / RR;  // load rounds
+  static_assert(4 * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
+  static_assert(C == 32 * CPW, "a lane per word of a tile row");
+  CC1D_SHARED_ARRAY(unsigned, xs, R * 32);
+  CC1D_SHARED_ARRAY(unsigned, ds, T * 32);  // dout, then dx
+  CC1D_SHARED_ARRAY(float, gs, R * C);      // g; after the walk, the warps' partial sums
+  const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
+  const int lane = tid & 31, warp = tid >> 5, r0 = warp * S;  // compute: word, first step
+  const long long c0 = cb * C;
+  const bool lv_ok = c0 + lv * V < p.dim;
+  float w[CPW][W] = {}, bias[CPW] = {};
+  for (int i = 0; i < CPW; ++i)
+    if (c0 + lane * CPW + i < p.dim) bwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
+  float dw[CPW][W] = {}, db[CPW] = {};
+  const long long s_begin = seg * p.segment_len;
+  const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
+  const long long xs_t = p.x_stride[2], ds_t = p.dout_stride[2], dxs_t = p.dx_stride[2];
+  long long t0 = s_begin + (s_end - s_begin - 1) / T * T;
+  // This thread's first load of the tile at t0 (and its dx offset), moved back a tile at a time.
+  const TX* __restrict__ xtile =
+      static_cast<const TX*>(p.x) + b * p.x_stride[0] + c0 + lv * V + (t0 - (W - 1) + lr) * xs_t;
+  const TX* __restrict__ dtile = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c0 + lv * V + (t0 + lr) * ds_t;
+  long long dxo = b * p.dx_stride[0] + c0 + lv * V + (t0 + lr) * dxs_t;
+
+  // The segment's last tile's halo: g at t0+T+j from global memory (0 from seqlen on; its window
+  // lies in [0, seqlen), as t0+T >= W-1). A warp a row, each thread its own channels.
+  __syncthreads();  // the block's previous item is done with gs
+#pragma unroll 1
+  for (int j = warp; j < W - 1; j += kBwdThreads / 32) {
+    const long long t = t0 + T + j;
+    for (int i = 0; i < CPW; ++i) {
+      const int ci = lane * CPW + i;
+      float g = 0.f;
+      if (t < p.seqlen && c0 + ci < p.dim) {  // x's channel stride is 1
+        float z = bias[i];
+        for (int k = 0; k < W; ++k)
+          z += w[i][k] * load_as_float<TX>(p.x, b * p.x_stride[0] + c0 + ci + (t - (W - 1) + k) * xs_t);
+        g = load_as_float<TX>(p.dout, b * p.dout_stride[0] + c0 + ci + t * ds_t);
+        if (p.silu) g *= silu_grad(z);
+      }
+      gs[(T + j) * C + ci] = g;
+    }
+  }
+
+#pragma unroll 1
+  for (bool last = true; t0 >= s_begin; t0 -= T, xtile -= T * xs_t, dtile -= T * ds_t, dxo -= T * dxs_t, last = false) {
+    __syncthreads();  // the previous (later) tile is done with xs, ds and gs
+    // x row r is time t0-(W-1)+r, in x for r in [lo, hi); dout and dx rows [0, dhi) exist.
+    const int lo = t0 < W - 1 ? (int)(W - 1 - t0) : 0;
+    const int hi = p.seqlen - t0 + (W - 1) < R ? (int)(p.seqlen - t0 + (W - 1)) : R;
+    const int dhi = hi - (W - 1);
+    // dx's right halo, g at t0+T+j: the later tile's first W-1 rows of g (the segment's last
+    // tile has it from before the walk).
+    if (W > 1 && !last)
+      for (int idx = tid; idx < (W - 1) * C; idx += kBwdThreads) gs[T * C + idx] = gs[idx];
+    unsigned xu[XR][4], du[DR][4];
+    const TX* __restrict__ xt = xtile;
+    for (int i = 0; i < XR; ++i, xt += RR * xs_t) {
+      const int r = i * RR + lr;
+      for (int j = 0; j < 4; ++j) xu[i][j] = 0;
+      if (r >= lo && r < hi && lv_ok) load16(xt, xu[i]);
+    }
+    const TX* __restrict__ dt = dtile;
+    for (int i = 0; i < DR; ++i, dt += RR * ds_t) {
+      const int r = i * RR + lr;
+      for (int j = 0; j < 4; ++j) du[i][j] = 0;
+      if (r < dhi && lv_ok) load16(dt, du[i]);
+    }
+    const int init_rows = p.initial_states != nullptr ? lo : 0;  // written below instead
+    for (int i = 0; i < XR; ++i)
+      if (i * RR + lr < R && i * RR + lr >= init_rows) store16_shared(xs + (i * RR + lr) * 32 + lv * 4, xu[i]);
+    for (int i = 0; i < DR; ++i) store16_shared(ds + (i * RR + lr) * 32 + lv * 4, du[i]);
+    if (init_rows > 0) {  // the row's first tile (t0 = 0): row r < W-1 is initial_states[b, :, r]
+#pragma unroll 1
+      for (int idx = tid; idx < init_rows * 32; idx += kBwdThreads) {
+        float f[CPW];
+        for (int i = 0; i < CPW; ++i) {
+          const long long c = c0 + (idx % 32) * CPW + i;
+          f[i] = c < p.dim ? load_as_float<TX>(p.initial_states, b * p.init_stride[0] + c * p.init_stride[1] +
+                                                                     (idx / 32) * p.init_stride[2])
+                           : 0.f;
+        }
+        pack_words<TX>(f, xs + idx);
+      }
+    }
+    __syncthreads();
+
+    // g at the warp's steps (dout is 0 past seqlen, so g is), and the sums.
+    float win[W][CPW];  // x at steps t-(W-1)..t
+    for (int j = 0; j < W - 1; ++j)
+      for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+#pragma unroll
+    for (int j = 0; j < S; ++j) {
+      for (int m = 0; m < W - 1; ++m)
+        for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
+      const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane], dw_word = ds[(r0 + j) * 32 + lane];
+      for (int i = 0; i < CPW; ++i) {
+        win[W - 1][i] = word_elem<TX>(&xw, i);
+        float g = word_elem<TX>(&dw_word, i);
+        if (p.silu) {
+          float z = bias[i];
+          for (int k = 0; k < W; ++k) z += w[i][k] * win[k][i];
+          g *= silu_grad(z);
+        }
+        gs[(r0 + j) * C + lane * CPW + i] = g;
+        db[i] += g;
+        for (int k = 0; k < W; ++k) dw[i][k] += g * win[k][i];
+      }
+    }
+    __syncthreads();
+
+    // dx(s) = sum_k w[k] g(s+W-1-k): the g tile's rows s-t0 .. s-t0+W-1.
+    if (p.dx != nullptr) {
+      float gw[W][CPW];
+      for (int j = 0; j < W - 1; ++j)
+        for (int i = 0; i < CPW; ++i) gw[j + 1][i] = gs[(r0 + j) * C + lane * CPW + i];
+#pragma unroll
+      for (int j = 0; j < S; ++j) {
+        float o[CPW];
+        for (int i = 0; i < CPW; ++i) {
+          for (int m = 0; m < W - 1; ++m) gw[m][i] = gw[m + 1][i];
+          gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPW + i];
+          float a = 0.f;
+          for (int k = 0; k < W; ++k) a += w[i][k] * gw[W - 1 - k][i];
+          o[i] = a;
+        }
+        const long long s = t0 + r0 + j;
+        if (p.dfinal_states != nullptr && s >= p.seqlen - (W - 1))  // the last W-1 steps only
+          for (int i = 0; i < CPW; ++i)
+            if (c0 + lane * CPW + i < p.dim) o[i] += bwd_dfinal<TX>(p, W, b, c0 + lane * CPW + i, s);
+        pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
+      }
+    }
+    if (p.dx != nullptr) {
+      __syncthreads();
+      TX* __restrict__ dxt = static_cast<TX*>(p.dx) + dxo;
+      for (int i = 0; i < DR; ++i, dxt += RR * dxs_t) {
+        unsigned o[4];
+        load16(ds + (i * RR + lr) * 32 + lv * 4, o);
+        if (i * RR + lr < dhi && lv_ok) store16(dxt, o);
+      }
+    }
+  }
+  if (s_begin == 0 && p.dinitial_states != nullptr) {  // x at s = j-(W-1) < 0 reaches outputs 0..j
+    // The tile at 0 was the last one: its g is still in gs.
+#pragma unroll 1
+    for (int j = warp; j < W - 1; j += kBwdThreads / 32)
+      for (int i = 0; i < CPW; ++i) {
+        const int ci = lane * CPW + i;
+        const long long c = c0 + ci;
+        if (c >= p.dim) continue;
+        float a = bwd_dfinal<TX>(p, W, b, c, j - (W - 1));
+        for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
+          if (k <= j) a += w[i][k] * gs[(j - k) * C + ci];
+        static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + j * p.dinit_stride[2]] =
+            from_float<TX>(a);
+      }
+  }
+  if (p.acc == nullptr) return;
+  __syncthreads();  // gs is free: each warp's sums, then the warps added in order
+  for (int i = 0; i < CPW; ++i) {
+    for (int k = 0; k < W; ++k) gs[(warp * (W + 1) + k) * C + lane * CPW + i] = dw[i][k];
+    gs[(warp * (W + 1) + W) * C + lane * CPW + i] = db[i];
+  }
+  __syncthreads();
+  const long long part = b * p.num_segments + seg;
+  for (int idx = tid; idx < (W + 1) * C; idx += kBwdThreads) {
+    const int k = idx / C, ci = idx % C;
+    float v = 0.f;
+    for (int wp = 0; wp < kBwdThreads / 32; ++wp) v += gs[(wp * (W + 1) + k) * C + ci];
+    if (c0 + ci < p.dim) bwd_put_partial<W>(p, part, c0 + ci, k, v);
+  }
+}
+
 // Grid: x walks (channel or channel block, segment) pairs of one batch row, y walks batches; both
 // are block-strided. The planner keeps the pairs per batch under 2^32 (32-bit index math).
 template <typename TX, typename TW, int W, int LAYOUT>
@@ -318,7 +512,9 @@ __global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_kernel(const Bw
     for (long long blk = blockIdx.x; blk < per_batch; blk += gridDim.x) {
       const unsigned u = (unsigned)blk;
       const long long seg = u % ns, cb = u / ns;
-      if constexpr (bwd_channel_layout(LAYOUT)) {
+      if constexpr (LAYOUT == kBwdLayoutChannelVec) {
+        bwd_channel_tiles<TX, TW, W>(p, b, cb, seg);
+      } else if constexpr (bwd_channel_layout(LAYOUT)) {
         bwd_channel_segment<TX, TW, W, LAYOUT == kBwdLayoutChannelSeq>(p, b, cb, seg);
       } else {
         bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec, LAYOUT == kBwdLayoutTimeSeq>(p, b, cb, seg, smem);

@@ -15,14 +15,19 @@ constexpr int kBwdLayoutTimeVec = 1;  // 16-byte loads and stores (unit stride, 
 constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each over a run of time, no seq_idx
 constexpr int kBwdLayoutTimeSeq = 3;  // the time walk with seq_idx (scalar loads, any strides)
 constexpr int kBwdLayoutChannelSeq = 4;  // the channel walk with seq_idx
-constexpr int kBwdNumLayouts = 5;
+constexpr int kBwdLayoutChannelVec = 5;  // channel-last tiles in shared memory, 16-byte accesses, no seq_idx
+constexpr int kBwdNumLayouts = 6;
 
 // Time layouts: a block walks one row's segment of time backwards, chunk by chunk; a chunk is
 // kBwdThreads * (16 / sizeof(x's element)) steps. Channel layout: a thread walks its channel
-// over a segment. At most kBwdMaxSegments segments per row, which bounds the workspace of the
-// deterministic mode.
+// over a segment (CHANNEL_VEC: a block walks 128 bytes of channels, tile by tile). At most
+// kBwdMaxSegments segments per row, which bounds the workspace of the deterministic mode.
 constexpr int kBwdMaxSegments = 64;
 constexpr int kBwdMinChannelSegment = 64;  // channel layout: time steps per thread, at least
+// CHANNEL_VEC: a block owns 128 bytes of channels (32 words) and walks its segment backwards a
+// tile of kBwdChannelTile steps at a time (segments are whole tiles), each warp on a quarter of
+// the tile's steps.
+constexpr int kBwdChannelTile = 32;
 
 // Time layouts: steps per chunk (each thread 16 bytes of x), and the dynamic shared memory of a
 // block in floats: x with its left halo, g with its right halo, the two stages of the block
@@ -33,8 +38,13 @@ constexpr int kBwdMinChannelSegment = 64;  // channel layout: time steps per thr
 #else
 #define CC1D_BWD_FN constexpr
 #endif
-CC1D_BWD_FN bool bwd_channel_layout(int layout) { return layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq; }
+// The channel walks take no dynamic shared memory (CHANNEL_VEC's tiles are static).
+CC1D_BWD_FN bool bwd_channel_layout(int layout) {
+  return layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq || layout == kBwdLayoutChannelVec;
+}
 CC1D_BWD_FN int bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
+// CHANNEL_VEC: channels per block (a tile row of 128 bytes: 32 words, one per lane).
+CC1D_BWD_FN int bwd_tile_channels(int x_bytes) { return 128 / x_bytes; }
 CC1D_BWD_FN int bwd_smem_gt(int C, int W) { return W - 1 + C; }
 CC1D_BWD_FN int bwd_smem_red(int C, int W) { return bwd_smem_gt(C, W) + C + W - 1; }
 CC1D_BWD_FN int bwd_smem_red2(int C, int W) { return bwd_smem_red(C, W) + (W + 1) * kBwdThreads; }

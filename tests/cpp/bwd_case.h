@@ -222,21 +222,25 @@ inline BwdRun run_bwd_case(const BwdCase& c, std::mt19937& rng, int backend) {
   return r;
 }
 
-// The grid every backward backend runs: dtype pairs x widths x five kinds of case, one per kernel
+// The grid every backward backend runs: dtype pairs x widths x six kinds of case, one per kernel
 // layout, the options and lengths varying with the case. Channel-first lengths are multiples of 8
 // (rows 16-byte aligned: the vector path of the time layout, which has no seq_idx); the strided
 // view has even lengths (rows never aligned: the scalar time path); channel-last takes odd and
-// tiny lengths. The view and channel-last run once without seq_idx and once with it (the _seq
-// layouts). One length per layout is above 4096. max_len caps the lengths (the sanitizer job:
-// every variant still runs, on shorter rows).
-constexpr int kBwdGridKinds = 5;
+// tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or are (kind 5:
+// the tiles of channel_vec, one and several blocks of channels, the last one partly beyond dim).
+// The view and channel-last run once without seq_idx and once with it (the _seq layouts). One
+// length per layout is above 4096. max_len caps the lengths (the sanitizer job: every variant
+// still runs, on shorter rows).
+constexpr int kBwdGridKinds = 6;
 inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_MAX) {
   int n = 0;
   for (int xdt = 0; xdt < 3; ++xdt)
     for (int wdt = 0; wdt < 3; ++wdt)
       for (int W = 1; W <= CC1D_MAX_WIDTH; ++W)
         for (int kind = 0; kind < kBwdGridKinds; ++kind) {
-          const Layout layout = kind == 0 ? Layout::ChannelFirst : kind <= 2 ? Layout::ChannelLast : Layout::View;
+          const Layout layout = kind == 0                 ? Layout::ChannelFirst
+                                : kind <= 2 || kind == 5 ? Layout::ChannelLast
+                                                          : Layout::View;
           const int cell = (xdt * 3 + wdt) * (CC1D_MAX_WIDTH + 1) + W, i = cell * kBwdGridKinds + kind;
           const int h = cell + kind;  // picks lengths and dims (i is kind modulo the kinds)
           int64_t L = 0, D = 0;
@@ -246,9 +250,12 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
           } else if (layout == Layout::View) {
             L = W == 5 ? 4098 : std::vector<int64_t>{2, 6, 38, 130, 1000}[h % 5];
             D = std::vector<int64_t>{1, 3, 5}[h % 3];
+          } else if (kind == 5) {
+            L = W == 3 ? 4099 : std::vector<int64_t>{1, 2, 5, 33, 100, 700, 2049}[h % 7];
+            D = std::vector<int64_t>{8, 72, 136}[h % 3];
           } else {
             L = W == 7 ? 4097 : std::vector<int64_t>{1, 2, 3, 7, 37, 130, 1001, 2049}[h % 8];
-            D = std::vector<int64_t>{3, 40, 130}[h % 3];
+            D = std::vector<int64_t>{3, 41, 130}[h % 3];
           }
           L = std::min(L, max_len);
           BwdCase c{xdt, wdt, W, layout, 2, D, L, i % 2 == 0, (i / 2) % 2 == 0, (i / 3) % 3 == 0, (i / 5) % 2 == 0,

@@ -83,4 +83,12 @@ bool self_overlapping(const TensorRef& t) {
   return false;
 }
 
+bool rows_aligned16(const TensorRef& t, int unit) {
+  const int64_t es = dtype_size(t.dtype);
+  if (t.strides[unit] != 1 || reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  for (int d = 0; d < 3; ++d)
+    if (d != unit && t.shape[d] > 1 && (t.strides[d] * es) % 16 != 0) return false;
+  return true;
+}
+
 }  // namespace cc1d

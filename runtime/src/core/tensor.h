@@ -49,6 +49,11 @@ inline void copy_strides(long long* dst, const TensorRef& t, int n) {
   for (int i = 0; i < n; ++i) dst[i] = t.strides[i];
 }
 
+// Whether every row of rank-3 `t` along dim `unit` (stride 1) starts on a 16-byte boundary:
+// the base address and every other dim's stride in bytes (where that dim has more than one
+// index). The kernels' 16-byte vector paths need it of each tensor they move.
+bool rows_aligned16(const TensorRef& t, int unit);
+
 // Whether two distinct indices of `t` can address the same element (a broadcast stride 0, or
 // strides too small for the sizes below them). Conservative: a layout whose strides, sorted,
 // do not each step over everything below them counts as overlapping.

@@ -17,7 +17,8 @@ std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
 }
 
 const char* bwd_layout_name(int layout) {
-  static const char* const names[kBwdNumLayouts] = {"time", "time_vec", "channel", "time_seq", "channel_seq"};
+  static const char* const names[kBwdNumLayouts] = {"time",     "time_vec",    "channel",
+                                                     "time_seq", "channel_seq", "channel_vec"};
   return layout >= 0 && layout < kBwdNumLayouts ? names[layout] : "unknown";
 }
 
@@ -39,13 +40,9 @@ std::vector<std::string> all_bwd_kernels() {
 
 namespace {
 
-// Whether the 16-byte loads and stores of kBwdLayoutTimeVec are aligned for every (b, c) row.
-bool vec_aligned(const TensorRef& t, int elems) {
-  if (!t.present()) return true;
-  if (t.shape[2] > 1 && t.strides[2] != 1) return false;
-  for (int i = 0; i < 2; ++i)
-    if (t.shape[i] > 1 && t.strides[i] % elems != 0) return false;
-  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+// Whether x, dout and dx (when wanted) all have 16-byte aligned unit-stride rows along `unit`.
+bool vec_rows(const BwdProblem& p, int unit) {
+  return rows_aligned16(p.x, unit) && rows_aligned16(p.dout, unit) && (!p.dx.present() || rows_aligned16(p.dx, unit));
 }
 
 unsigned grid_for(int64_t items) {
@@ -57,14 +54,16 @@ unsigned grid_for(int64_t items) {
 BwdGeometry bwd_geometry(const BwdProblem& p) {
   BwdGeometry g;
   if (p.time_major) {
-    const int elems = 16 / dtype_size(p.x_dtype);
-    const bool vec = !p.seq_idx.present() && vec_aligned(p.x, elems) && vec_aligned(p.dout, elems) &&
-                     vec_aligned(p.dx, elems);
-    g.layout = vec ? kBwdLayoutTimeVec : p.seq_idx.present() ? kBwdLayoutTimeSeq : kBwdLayoutTime;
+    g.layout = p.seq_idx.present() ? kBwdLayoutTimeSeq : vec_rows(p, 2) ? kBwdLayoutTimeVec : kBwdLayoutTime;
     const int64_t chunk = bwd_chunk(dtype_size(p.x_dtype));
     const int64_t chunks = ceil_div(p.seqlen, chunk);
     g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
     g.num_channel_blocks = p.dim;
+  } else if (!p.seq_idx.present() && p.dim % (16 / dtype_size(p.x_dtype)) == 0 && vec_rows(p, 1)) {
+    g.layout = kBwdLayoutChannelVec;  // segments of whole tiles
+    const int64_t steps = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));
+    g.segment_len = ceil_div(steps, kBwdChannelTile) * kBwdChannelTile;
+    g.num_channel_blocks = ceil_div(p.dim, bwd_tile_channels(dtype_size(p.x_dtype)));
   } else {
     g.layout = p.seq_idx.present() ? kBwdLayoutChannelSeq : kBwdLayoutChannel;
     g.segment_len = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));

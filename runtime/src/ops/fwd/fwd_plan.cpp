@@ -39,16 +39,6 @@ std::vector<std::string> all_fwd_kernels() {
 
 namespace {
 
-// Whether every row along axis `unit` (stride 1) starts on a 16-byte boundary: the base
-// address and every other axis's stride in bytes (where that axis has more than one index).
-bool rows_aligned16(const TensorRef& t, int unit) {
-  const int64_t es = dtype_size(t.dtype);
-  if (t.strides[unit] != 1 || reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
-  for (int d = 0; d < 3; ++d)
-    if (d != unit && t.shape[d] > 1 && (t.strides[d] * es) % 16 != 0) return false;
-  return true;
-}
-
 int choose_path(const FwdProblem& pr) {
   const bool seq = pr.seq_idx.present();
   if (pr.time_major) {
