@@ -51,15 +51,15 @@ const SimdKernels& simd() {
       allowed = allowed || !std::strcmp(cap, name);
       const SimdKernels* k = allowed ? simd_build(name) : nullptr;
       if (k != nullptr) {
-        logger().debug("cpu backend: {} kernels ({} floats per vector){}", k->name, k->width,
-                       cap && *cap ? std::string(" (CAUSAL_CONV1D_CPU_ISA=") + cap + ")" : std::string());
+        log_line(CC1D_LOG_DEBUG, "cpu backend: {} kernels ({} floats per vector){}", k->name, k->width,
+                 cap && *cap ? std::string(" (CAUSAL_CONV1D_CPU_ISA=") + cap + ")" : std::string());
         return k;
       }
     }
     if (cap != nullptr && *cap != '\0') {
       std::string names;
       for (const char* name : kSimdBuilds) names += (names.empty() ? "" : ", ") + std::string(name);
-      logger().warn("CAUSAL_CONV1D_CPU_ISA={} is not one of {}; using the baseline build", cap, names);
+      log_line(CC1D_LOG_WARN, "CAUSAL_CONV1D_CPU_ISA={} is not one of {}; using the baseline build", cap, names);
     }
     return cc1d_simd_base();
   }();

@@ -1,6 +1,6 @@
 // Small pieces of the NVRTC backend that need no library: SHA-256, the cubin ELF reader
 // (synthetic headers of both encodings; real NVRTC cubins are checked in test_nvrtc_compile),
-// kernel sources and their digest.
+// kernel sources and their digest. Also core/log.h's log_line, which needs no library either.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "nvrtc/cubin_elf.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "jit/hash.h"
 #include "jit/kernel_source.h"
 
@@ -138,4 +140,20 @@ TEST_CASE("kernel sources: embedded by default, a directory when set, digest ove
   unsetenv("CAUSAL_CONV1D_KERNEL_DIR");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("log_line: each {} takes the next argument (Fixed{x, n}: n decimals); nothing below the level") {
+  std::vector<std::string> lines;
+  set_log_callback([](int32_t, const char* m, void* u) { static_cast<std::vector<std::string>*>(u)->push_back(m); },
+                   &lines);
+  const cc1d_log_level before = log_level();
+  set_log_level(CC1D_LOG_INFO);
+  log_line(CC1D_LOG_INFO, "s={} c={} n={} i={}", std::string("a{}b"), "c", size_t(18446744073709551615ull), -3);
+  log_line(CC1D_LOG_WARN, "{} ms, {} s, {}", Fixed{12.345, 1}, Fixed{1234.56, 0}, Fixed{0.96, 0});
+  log_line(CC1D_LOG_DEBUG, "below the level: {}", 1);
+  log_line(CC1D_LOG_INFO, "no arguments");
+  set_log_level(before);
+  set_log_callback(nullptr, nullptr);
+  CHECK(lines == std::vector<std::string>{"s=a{}b c=c n=18446744073709551615 i=-3", "12.3 ms, 1235 s, 1",
+                                          "no arguments"});
 }

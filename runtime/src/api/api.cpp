@@ -20,7 +20,7 @@ thread_local std::vector<std::string> t_plan_reasons;  // cc1d_candidate.reason 
 
 cc1d_status set_last_error(cc1d_status status, const std::string& message) {
   t_last_error = message;
-  logger().debug("{}", message);
+  log_line(CC1D_LOG_DEBUG, "{}", message);
   return status;
 }
 

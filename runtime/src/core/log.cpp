@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 
+#include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
 namespace cc1d {
@@ -74,7 +75,33 @@ Logger& instance() {
 
 }  // namespace
 
-spdlog::logger& logger() { return instance().log; }
+bool log_enabled(cc1d_log_level level) { return instance().log.should_log(to_spdlog(level)); }
+
+void write_log(cc1d_log_level level, const std::string& line) {
+  instance().log.log(to_spdlog(level), spdlog::string_view_t(line));
+}
+
+// printf's %.*f prints the same digits as fmt's {:.Nf} (both round the exact binary value, ties to
+// even), and costs log.cpp no instantiation of fmt's floating-point code.
+std::string log_text(Fixed f) {
+  std::string text(std::snprintf(nullptr, 0, "%.*f", f.decimals, f.value), '\0');
+  std::snprintf(&text[0], text.size() + 1, "%.*f", f.decimals, f.value);
+  return text;
+}
+
+std::string fill_pattern(const char* pattern, std::initializer_list<std::string> args) {
+  std::string line;
+  auto arg = args.begin();
+  for (const char* p = pattern; *p != '\0'; ++p) {
+    if (p[0] == '{' && p[1] == '}' && arg != args.end()) {
+      line += *arg++;
+      ++p;
+    } else {
+      line += *p;
+    }
+  }
+  return line;
+}
 
 void set_log_callback(cc1d_log_fn fn, void* user) { instance().sink->set(fn, user); }
 
@@ -93,7 +120,7 @@ void warn_once(const std::string& key, const std::string& message) {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(key).second) return;
   }
-  logger().warn("{}", message);
+  write_log(CC1D_LOG_WARN, message);
 }
 
 }  // namespace cc1d

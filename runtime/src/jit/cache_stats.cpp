@@ -67,7 +67,7 @@ void add_persistent_stats(const std::string& dir, const StatCounts& delta) {
   const std::string path = path_of(dir);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (fd < 0) {
-    logger().debug("kernel cache stats not updated: cannot open {}", path);
+    log_line(CC1D_LOG_DEBUG, "kernel cache stats not updated: cannot open {}", path);
     return;
   }
   if (lock_file(fd, F_WRLCK)) {
@@ -82,9 +82,9 @@ void add_persistent_stats(const std::string& dir, const StatCounts& delta) {
     // text is shorter than the old only when a damaged line was dropped: only then truncate.
     if (pwrite(fd, text.data(), text.size(), 0) != (ssize_t)text.size() ||
         (text.size() < old.size() && ftruncate(fd, (off_t)text.size()) != 0))
-      logger().debug("kernel cache stats not updated: writing {} failed", path);
+      log_line(CC1D_LOG_DEBUG, "kernel cache stats not updated: writing {} failed", path);
   } else {
-    logger().debug("kernel cache stats not updated: {} stayed locked", path);
+    log_line(CC1D_LOG_DEBUG, "kernel cache stats not updated: {} stayed locked", path);
   }
   ::close(fd);
 }

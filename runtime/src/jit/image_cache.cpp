@@ -225,7 +225,7 @@ bool ImageCache::load_local(const std::string& digest, CompiledImage* out, StatC
   }
   ++corrupt_;
   ++(*delta)[kLocal]["corrupt"];
-  logger().warn("ignoring bad kernel cache entry {} ({}); it will be rebuilt", path, why);
+  log_line(CC1D_LOG_WARN, "ignoring bad kernel cache entry {} ({}); it will be rebuilt", path, why);
   return false;
 }
 
@@ -236,10 +236,11 @@ bool ImageCache::tier_usable(Tier& t) {
       if (t.problem.empty() && check_dir(d, true, &why) != DirCheck::Ok) t.problem = d + " " + why;
     }
     if (!t.problem.empty())
-      logger().warn("read-only kernel cache tier {} (CAUSAL_CONV1D_CACHE_PATH): {}; it is skipped. A tier must be "
-                    "owned by root or by you and writable by no one else, and hold {}/ as `causal-conv1d "
-                    "precompile --out` writes it",
-                    t.root, t.problem, kEntriesSubdir);
+      log_line(CC1D_LOG_WARN,
+               "read-only kernel cache tier {} (CAUSAL_CONV1D_CACHE_PATH): {}; it is skipped. A tier must be "
+               "owned by root or by you and writable by no one else, and hold {}/ as `causal-conv1d "
+               "precompile --out` writes it",
+               t.root, t.problem, kEntriesSubdir);
   });
   return t.problem.empty();
 }
@@ -263,9 +264,10 @@ bool ImageCache::load_tier(Tier& t, const std::string& digest, CompiledImage* ou
   ++t.corrupt;
   ++corrupt_;
   ++(*delta)[t.root]["corrupt"];
-  logger().warn("skipping bad entry {} of the read-only kernel cache tier {} ({}); it is not deleted. "
-                "`causal-conv1d cache verify` lists every bad entry",
-                path, t.root, why);
+  log_line(CC1D_LOG_WARN,
+           "skipping bad entry {} of the read-only kernel cache tier {} ({}); it is not deleted. "
+           "`causal-conv1d cache verify` lists every bad entry",
+           path, t.root, why);
   return false;
 }
 
@@ -411,16 +413,17 @@ std::vector<CompiledImage> ImageCache::get_or_compile_all(const std::vector<Cach
         where[i] = "disk cache";
       }
       if (still.size() < missing.size())
-        logger().info("kernel {} loaded from the cache after waiting {:.0f} ms for another process to compile it",
-                      first.name_expression, lock->waited_ms());
+        log_line(CC1D_LOG_INFO, "kernel {} loaded from the cache after waiting {} ms for another process to compile it",
+                 first.name_expression, Fixed{lock->waited_ms(), 0});
       missing = still;
     } else if (lock->state() == KeyLock::State::TimedOut) {
       ++lock_timeouts_;
-      logger().warn("another process has been compiling {} for {:.0f} s (CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT); "
-                    "compiling it here without waiting longer",
-                    first.name_expression, lock->waited_ms() / 1000);
+      log_line(CC1D_LOG_WARN,
+               "another process has been compiling {} for {} s (CAUSAL_CONV1D_CACHE_LOCK_TIMEOUT); "
+               "compiling it here without waiting longer",
+               first.name_expression, Fixed{lock->waited_ms() / 1000, 0});
     } else {
-      logger().debug("compiling {} without the cross-process lock: {}", first.name_expression, lock->why());
+      log_line(CC1D_LOG_DEBUG, "compiling {} without the cross-process lock: {}", first.name_expression, lock->why());
     }
   }
   if (!missing.empty()) {

@@ -15,7 +15,6 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "core/log.h"
 
 namespace cc1d {
 

@@ -206,8 +206,8 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
   if (!errors.empty())
     fail(CC1D_ERR_COMPILE, "precompile: some variants failed to compile (the others are in " + req.out_dir +
                                "; see \"errors\" in manifest.json): [" + errors + "]");
-  logger().info("precompile: {} variants ({} compiled) for {} archs in {:.1f} s with {} threads into {}", jobs.size(),
-                compiled, tc.devices().size(), wall_s, threads, req.out_dir);
+  log_line(CC1D_LOG_INFO, "precompile: {} variants ({} compiled) for {} archs in {} s with {} threads into {}",
+           jobs.size(), compiled, tc.devices().size(), Fixed{wall_s, 1}, threads, req.out_dir);
   return manifest;
 }
 

@@ -219,8 +219,8 @@ DriverProbe probe_cuda_driver_at(const std::string& path) {
     return out;
   }
   out.driver = driver;
-  logger().debug("CUDA driver {} (CUDA {}) loaded from {} via {}", out.requested,
-                 cuda_version_string(driver->version()), driver->path(), resolver);
+  log_line(CC1D_LOG_DEBUG, "CUDA driver {} (CUDA {}) loaded from {} via {}", out.requested,
+           cuda_version_string(driver->version()), driver->path(), resolver);
   return out;
 }
 

@@ -100,8 +100,8 @@ CompiledProgram compile_kernels(const NvrtcLib& nvrtc, const KernelSources& src,
   }
   if (out.image.empty()) fail(CC1D_ERR_INTERNAL, who + " produced an empty image for " + what);
   out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  logger().info("compiled {} for {} ({}) with NVRTC {} ({}) in {:.1f} ms", what, nvrtc_target(kind, arch),
-                code_kind_name(kind), nvrtc.facts.version_string(), nvrtc.facts.path, out.ms);
+  log_line(CC1D_LOG_INFO, "compiled {} for {} ({}) with NVRTC {} ({}) in {} ms", what, nvrtc_target(kind, arch),
+           code_kind_name(kind), nvrtc.facts.version_string(), nvrtc.facts.path, Fixed{out.ms, 1});
   return out;
 }
 

@@ -201,8 +201,8 @@ std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg,
     }
     // A soname resolved by the loader: skip it if that file was already a candidate.
     if (is_name && !seen.insert(real_path(c.facts.path)).second) return;
-    logger().debug("NVRTC candidate {} ({}): {}", c.facts.path, origin,
-                   c.facts.load_error.empty() ? "NVRTC " + c.facts.version_string() : c.facts.load_error);
+    log_line(CC1D_LOG_DEBUG, "NVRTC candidate {} ({}): {}", c.facts.path, origin,
+             c.facts.load_error.empty() ? "NVRTC " + c.facts.version_string() : c.facts.load_error);
     out.push_back(std::move(c));
   };
   if (!cfg.explicit_path.empty()) consider(cfg.explicit_path, "CAUSAL_CONV1D_NVRTC");

@@ -149,7 +149,7 @@ class NvrtcToolchain final : public Toolchain {
       d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
       d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, dc.nvrtc->facts);
     }
-    logger().info("nvrtc backend, device {} ({}, sm_{}): {}", ordinal, name, sm, dc.choice.reason);
+    log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}", ordinal, name, sm, dc.choice.reason);
     devices_.push_back(d);
     choices_.push_back(dc);
   }

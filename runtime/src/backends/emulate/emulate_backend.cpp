@@ -53,8 +53,8 @@ class EmulateBackend final : public Backend {
                                     "': its host kernel list is out of date with its plan)");
     }
     if (!logged_.exchange(true))
-      logger().info("emulate backend: running kernels_src on the CPU, one fiber per GPU thread "
-                    "(a debugging tool, not a fast path)");
+      log_line(CC1D_LOG_INFO, "emulate backend: running kernels_src on the CPU, one fiber per GPU thread "
+                              "(a debugging tool, not a fast path)");
     for (size_t i = 0; i < launches.size(); ++i) {
       const KernelLaunch& l = launches[i];
       emu::launch_host_kernel(*kernels[i], dim3(l.grid[0], l.grid[1], l.grid[2]),
