@@ -83,9 +83,9 @@ void write_log(cc1d_log_level level, const std::string& line) {
 
 // printf's %.*f prints the same digits as fmt's {:.Nf} (both round the exact binary value, ties to
 // even), and costs log.cpp no instantiation of fmt's floating-point code.
-std::string log_text(Fixed f) {
-  std::string text(std::snprintf(nullptr, 0, "%.*f", f.decimals, f.value), '\0');
-  std::snprintf(&text[0], text.size() + 1, "%.*f", f.decimals, f.value);
+std::string fixed_text(double value, int decimals) {
+  std::string text(std::snprintf(nullptr, 0, "%.*f", decimals, value), '\0');
+  std::snprintf(&text[0], text.size() + 1, "%.*f", decimals, value);
   return text;
 }
 

@@ -17,7 +17,10 @@ bool log_enabled(cc1d_log_level level);
 // Writes `line` as it is (no {} substitution).
 void write_log(cc1d_log_level level, const std::string& line);
 
-// A number with `decimals` digits after the point, as printf's "%.*f" prints it.
+// `value` with `decimals` digits after the point, as printf's "%.*f" prints it.
+std::string fixed_text(double value, int decimals);
+
+// A log_line argument printed by fixed_text.
 struct Fixed {
   double value;
   int decimals;
@@ -27,7 +30,7 @@ struct Fixed {
 // std::to_string would print them as numbers.
 inline const std::string& log_text(const std::string& s) { return s; }
 inline std::string log_text(const char* s) { return s; }
-std::string log_text(Fixed f);
+inline std::string log_text(Fixed f) { return fixed_text(f.value, f.decimals); }
 template <class T, class = std::enable_if_t<std::is_integral<T>::value && !std::is_same<T, bool>::value &&
                                             !std::is_same<T, char>::value>>
 std::string log_text(T v) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -59,12 +58,6 @@ struct Job {
   uint64_t bytes = 0;
   double ms = 0;
 };
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -177,7 +170,7 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
     }
     variants += (variants.empty() ? "" : ", ") + common + ", \"compiler\": " + json_quote(j.device->compiler) +
                 ", \"key\": " + json_quote(j.key) + ", \"bytes\": " + std::to_string(j.bytes) +
-                ", \"origin\": " + json_quote(j.origin) + ", \"ms\": " + fixed(j.ms, 1) + "}";
+                ", \"origin\": " + json_quote(j.origin) + ", \"ms\": " + fixed_text(j.ms, 1) + "}";
   }
   std::string archs;
   for (const JitDevice& d : tc.devices())
@@ -193,10 +186,10 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
       "], \"errors\": [" + errors + "], \"totals\": {\"variants\": " + std::to_string(jobs.size()) +
       ", \"compiled\": " + std::to_string(compiled) + ", \"already_present\": " +
       std::to_string(jobs.size() - compiled - failed) + ", \"failed\": " + std::to_string(failed) +
-      ", \"bytes\": " + std::to_string(bytes) + ", \"wall_s\": " + fixed(wall_s, 3) + ", \"cpu_s\": " +
-      fixed(cpu_s, 3) + ", \"variants_per_cpu_s\": " + fixed(compiled / std::max(cpu_s, 1e-9), 3) + ", \"jobs\": " +
-      std::to_string(threads) + ", \"variants_per_s\": " + fixed(per_s, 3) + ", \"variants_per_s_per_core\": " +
-      fixed(per_s / threads, 3) + "}}";
+      ", \"bytes\": " + std::to_string(bytes) + ", \"wall_s\": " + fixed_text(wall_s, 3) + ", \"cpu_s\": " +
+      fixed_text(cpu_s, 3) + ", \"variants_per_cpu_s\": " + fixed_text(compiled / std::max(cpu_s, 1e-9), 3) + ", \"jobs\": " +
+      std::to_string(threads) + ", \"variants_per_s\": " + fixed_text(per_s, 3) + ", \"variants_per_s_per_core\": " +
+      fixed_text(per_s / threads, 3) + "}}";
   const int err = write_file_atomic(req.out_dir, "manifest.json", manifest + "\n", 0644);
   if (err != 0)
     fail(CC1D_ERR_INTERNAL, "precompile: writing " + req.out_dir + "/manifest.json failed: " + std::strerror(err));
