@@ -4,9 +4,9 @@
 //
 //   bench_compile [--all] [--arch N] [--threads N]
 // Default: every forward path with each x dtype (weight of x's dtype), the update kernel, the
-// backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (46 variants),
-// sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant of every op. Times are
-// the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
+// backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (49 variants),
+// sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant
+// of every op. Times are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
 // busy machine would measure the other processes too), with wall time beside. Prints one line
 // per variant and a summary (min/median/max).
 #include <time.h>
