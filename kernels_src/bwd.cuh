@@ -438,7 +438,8 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     }
     __syncthreads();
 
-    // dx(s) = sum_k w[k] g(s+W-1-k): the g tile's rows s-t0 .. s-t0+W-1.
+    // dx(s) = sum_k w[k] g(s+W-1-k): the g tile's rows s-t0 .. s-t0+W-1, packed into the dout
+    // tile, then stored.
     if (p.dx != nullptr) {
       float gw[W][CPW];
       for (int j = 0; j < W - 1; ++j)
@@ -459,8 +460,6 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
             if (c0 + lane * CPW + i < p.dim) o[i] += bwd_dfinal<TX>(p, W, b, c0 + lane * CPW + i, s);
         pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
       }
-    }
-    if (p.dx != nullptr) {
       __syncthreads();
       TX* __restrict__ dxt = static_cast<TX*>(p.dx) + dxo;
       for (int i = 0; i < DR; ++i, dxt += RR * dxs_t) {
