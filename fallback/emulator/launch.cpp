@@ -78,12 +78,12 @@ void validate_geometry(const Launch& l) {
 
 // Runs every block once; returns "" or the first error.
 std::string run_grid(const Launch& l, bool random, uint64_t seed, unsigned char poison, int max_workers,
-                     FloatAtomicLog* float_atomics = nullptr) {
+                     FloatAtomicLog* float_atomics = nullptr, dim3 grid = {0, 0, 0}) {
   LaunchSpec spec;
   spec.kernel_name = l.kernel.c_str();
   spec.fn = l.fn;
   spec.args = l.args;
-  spec.grid = l.grid;
+  spec.grid = grid.x == 0 ? l.grid : grid;
   spec.block = l.block;
   spec.dynamic_shared = l.dynamic_shared;
   spec.random_order = random;
@@ -91,7 +91,7 @@ std::string run_grid(const Launch& l, bool random, uint64_t seed, unsigned char 
   spec.poison = poison;
   spec.float_atomics = float_atomics;
 
-  const uint64_t nblocks = uint64_t(l.grid.x) * l.grid.y * l.grid.z;
+  const uint64_t nblocks = uint64_t(spec.grid.x) * spec.grid.y * spec.grid.z;
   const BlockOrder order = block_order(nblocks, random, seed);
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -249,7 +249,11 @@ void launch(const Launch& l, const LaunchOptions& opt) {
   const auto natural = snapshot(l.outputs);
   restore(l.outputs, initial);
   const unsigned char poison = static_cast<unsigned char>(0x5a ^ (seed & 0x7f));  // never 0xff
-  err = run_grid(l, true, seed, poison, opt.max_workers, &shuffled_atomics);
+  // Every kernel strides its grid's y and z (batch rows) over the work, so half as many rows of
+  // blocks must give the same bytes, each block now serving several items one after another:
+  // what one item leaves in shared memory must not reach the next.
+  const dim3 rows{l.grid.x, (l.grid.y + 1) / 2, (l.grid.z + 1) / 2};
+  err = run_grid(l, true, seed, poison, opt.max_workers, &shuffled_atomics, rows);
   if (!err.empty())
     fail(CC1D_ERR_INTERNAL, "emulator (shuffled thread order, CAUSAL_CONV1D_EMULATE_SEED=" + std::to_string(seed) +
                                 "): " + err);
@@ -266,8 +270,9 @@ void launch(const Launch& l, const LaunchOptions& opt) {
     fail(CC1D_ERR_INTERNAL,
          "emulator check (CAUSAL_CONV1D_EMULATE_CHECK=1): kernel " + l.kernel +
              " wrote different bytes when its threads ran in another order: output " + std::to_string(i) + " " + diff +
-             ". A missing __syncthreads/__syncwarp, a race between threads or blocks, or a read of uninitialised "
-             "shared memory" + reproduce);
+             " (that run also had half the grid's rows of blocks, each serving several batch rows). A missing "
+             "__syncthreads/__syncwarp, a race between threads or blocks or between one block's items, or a read "
+             "of uninitialised shared memory" + reproduce);
   }
 }
 

@@ -5,9 +5,11 @@
 //
 // Checking mode (CAUSAL_CONV1D_EMULATE_CHECK=1): the launch runs twice, first with threads and
 // blocks in their natural order, then — from the same initial output contents — with the
-// threads' start and resume order shuffled between barriers, the blocks shuffled, and fresh
-// shared memory filled with another byte. The output regions must come out byte-identical;
-// otherwise the kernel has a missing barrier, a race, or reads uninitialised shared memory,
+// threads' start and resume order shuffled between barriers, the blocks shuffled, half the
+// grid's rows of blocks in y and z (every kernel strides them, so each block then serves
+// several batch rows), and fresh shared memory filled with another byte. The output regions
+// must come out byte-identical; otherwise the kernel has a missing barrier, a race (between
+// threads, blocks, or one block's successive items), or reads uninitialised shared memory,
 // and the launch fails naming the kernel and the seed that reproduces it. One exception: a float
 // that received atomicAdds (in both runs, the same number of them, or the launch fails) may
 // differ by the rounding of another summation order, at most 2 * n * FLT_EPSILON * sum |addend|.

@@ -20,4 +20,12 @@ extern void (*const block_sum_with_barrier)(void**);
 extern void (*const rotate_missing_barrier)(void**);
 extern void (*const rotate_with_barrier)(void**);
 
+// out[r] = sum of x[r*128 .. r*128+127] for r < rows, blocks striding the rows in y (a block
+// serves rows y, y + gridDim.y, ...). Parameters: (const float* x, float* out, int rows). The
+// broken one lacks the barrier between one row's sum (thread 0 reading s) and the next row's
+// refill of s: a race only when a block serves several rows, which the checking mode provokes by
+// halving the grid's rows.
+extern void (*const row_totals_missing_barrier)(void**);
+extern void (*const row_totals_with_barrier)(void**);
+
 }  // namespace broken_kernel

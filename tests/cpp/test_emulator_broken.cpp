@@ -1,6 +1,8 @@
 // test_emulator_broken.cpp — the checking mode catches a kernel with a missing __syncthreads and
 // passes the same kernel with the barrier, which in turn proves the barrier really waits: in
 // natural order thread 0 runs first and would read its partners' slots before they are written.
+// A race between one block's successive items shows only when a block serves several: the
+// checking mode's halved grid makes it so.
 #include <doctest/doctest.h>
 
 #include <numeric>
@@ -85,6 +87,36 @@ struct RotateCase {
   }
 };
 
+struct RowsCase {
+  static constexpr int kRows = 4;
+  std::vector<float> x, out;
+  const float* px;
+  float* po;
+  int rows = kRows;
+  void* args[3];
+  RowsCase() : x(kRows * broken_kernel::kThreads), out(kRows, -1.f) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 5) % 11);  // exact sums
+    px = x.data();
+    po = out.data();
+    args[0] = &px;
+    args[1] = &po;
+    args[2] = &rows;
+  }
+  float want(int r) const {
+    return std::accumulate(x.begin() + r * broken_kernel::kThreads, x.begin() + (r + 1) * broken_kernel::kThreads, 0.f);
+  }
+  Launch launch(void (*fn)(void**), const char* name) {
+    Launch l;
+    l.kernel = name;
+    l.fn = fn;
+    l.args = args;
+    l.grid = dim3(1, kRows);  // one row per block, as a planner would size it
+    l.block = dim3(broken_kernel::kThreads);
+    l.outputs = {{po, out.size() * sizeof(float)}};
+    return l;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the reduction with its barrier is right in natural order and passes the check") {
@@ -130,5 +162,25 @@ TEST_CASE("a write-after-read race is caught from thread order alone") {
     CAPTURE(seed);
     const std::string err = run(bad.launch(broken_kernel::rotate_missing_barrier, "rotate_missing_barrier"), true, seed);
     CHECK(err.find("kernel rotate_missing_barrier wrote different bytes") != std::string::npos);
+  }
+}
+
+TEST_CASE("a race between one block's successive items is caught by the halved grid") {
+  RowsCase ok;
+  REQUIRE(run(ok.launch(broken_kernel::row_totals_with_barrier, "row_totals_with_barrier"), true, 9) == "");
+  for (int r = 0; r < RowsCase::kRows; ++r) REQUIRE(ok.out[r] == ok.want(r));
+
+  // One row per block: no block has a next item, so the broken kernel is right as launched.
+  RowsCase natural;
+  REQUIRE(run(natural.launch(broken_kernel::row_totals_missing_barrier, "row_totals_missing_barrier"), false) == "");
+  for (int r = 0; r < RowsCase::kRows; ++r) REQUIRE(natural.out[r] == natural.want(r));
+
+  for (uint64_t seed : {9u, 10u, 11u}) {
+    RowsCase bad;
+    CAPTURE(seed);
+    const std::string err =
+        run(bad.launch(broken_kernel::row_totals_missing_barrier, "row_totals_missing_barrier"), true, seed);
+    CHECK(err.find("kernel row_totals_missing_barrier wrote different bytes") != std::string::npos);
+    CHECK(err.find("between one block's items") != std::string::npos);
   }
 }
