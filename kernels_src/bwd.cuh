@@ -326,9 +326,10 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   constexpr int RR = kBwdThreads / VR;         // rows per load round: 16
   constexpr int T = kBwdChannelTile;           // steps per tile
   constexpr int R = T + W - 1;                 // rows of x (from t0-(W-1)) and of g (from t0)
-  constexpr int S = T / (kBwdThreads / 32);    // steps per warp
+  constexpr int NW = kBwdThreads / 32;         // warps
+  constexpr int S = T / NW;                    // steps per warp
   constexpr int XR = (R + RR - 1) / RR, DR = T / RR;  // load rounds
-  static_assert(4 * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
+  static_assert(NW * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
   static_assert(C == 32 * CPW, "a lane per word of a tile row");
   CC1D_SHARED_ARRAY(unsigned, xs, R * 32);
   CC1D_SHARED_ARRAY(unsigned, ds, T * 32);  // dout, then dx
@@ -355,7 +356,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   // lies in [0, seqlen), as t0+T >= W-1). A warp a row, each thread its own channels.
   __syncthreads();  // the block's previous item is done with gs
 #pragma unroll 1
-  for (int j = warp; j < W - 1; j += kBwdThreads / 32) {
+  for (int j = warp; j < W - 1; j += NW) {
     const long long t = t0 + T + j;
     for (int i = 0; i < CPW; ++i) {
       const int ci = lane * CPW + i;
@@ -472,7 +473,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   if (s_begin == 0 && p.dinitial_states != nullptr) {  // x at s = j-(W-1) < 0 reaches outputs 0..j
     // The tile at 0 was the last one: its g is still in gs.
 #pragma unroll 1
-    for (int j = warp; j < W - 1; j += kBwdThreads / 32)
+    for (int j = warp; j < W - 1; j += NW)
       for (int i = 0; i < CPW; ++i) {
         const int ci = lane * CPW + i;
         const long long c = c0 + ci;
@@ -495,7 +496,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   for (int idx = tid; idx < (W + 1) * C; idx += kBwdThreads) {
     const int k = idx / C, ci = idx % C;
     float v = 0.f;
-    for (int wp = 0; wp < kBwdThreads / 32; ++wp) v += gs[(wp * (W + 1) + k) * C + ci];
+    for (int wp = 0; wp < NW; ++wp) v += gs[(wp * (W + 1) + k) * C + ci];
     if (c0 + ci < p.dim) bwd_put_partial<W>(p, part, c0 + ci, k, v);
   }
 }
