@@ -30,6 +30,18 @@ std::string run(const Launch& l, bool check, uint64_t seed = 0) {
   }
 }
 
+// One launch of `fn` (a block of kThreads) over `grid`, whose only output is [out, out + bytes).
+Launch block_launch(void (*fn)(void**), const char* name, void** args, dim3 grid, void* out, size_t bytes) {
+  Launch l;
+  l.kernel = name;
+  l.fn = fn;
+  l.args = args;
+  l.grid = grid;
+  l.block = dim3(broken_kernel::kThreads);
+  l.outputs = {{out, bytes}};
+  return l;
+}
+
 struct SumCase {
   static constexpr int kBlocks = 6;
   std::vector<float> x, out;
@@ -48,14 +60,7 @@ struct SumCase {
     return std::accumulate(x.begin() + b * broken_kernel::kThreads, x.begin() + (b + 1) * broken_kernel::kThreads, 0.f);
   }
   Launch launch(void (*fn)(void**), const char* name) {
-    Launch l;
-    l.kernel = name;
-    l.fn = fn;
-    l.args = args;
-    l.grid = dim3(kBlocks);
-    l.block = dim3(broken_kernel::kThreads);
-    l.outputs = {{po, out.size() * sizeof(float)}};
-    return l;
+    return block_launch(fn, name, args, dim3(kBlocks), po, out.size() * sizeof(float));
   }
 };
 
@@ -76,14 +81,7 @@ struct RotateCase {
   }
   int want(int t) const { return in[(t + kRounds) % broken_kernel::kThreads] + kRounds; }
   Launch launch(void (*fn)(void**), const char* name) {
-    Launch l;
-    l.kernel = name;
-    l.fn = fn;
-    l.args = args;
-    l.grid = dim3(1);
-    l.block = dim3(broken_kernel::kThreads);
-    l.outputs = {{po, out.size() * sizeof(int)}};
-    return l;
+    return block_launch(fn, name, args, dim3(1), po, out.size() * sizeof(int));
   }
 };
 
@@ -105,15 +103,8 @@ struct RowsCase {
   float want(int r) const {
     return std::accumulate(x.begin() + r * broken_kernel::kThreads, x.begin() + (r + 1) * broken_kernel::kThreads, 0.f);
   }
-  Launch launch(void (*fn)(void**), const char* name) {
-    Launch l;
-    l.kernel = name;
-    l.fn = fn;
-    l.args = args;
-    l.grid = dim3(1, kRows);  // one row per block, as a planner would size it
-    l.block = dim3(broken_kernel::kThreads);
-    l.outputs = {{po, out.size() * sizeof(float)}};
-    return l;
+  Launch launch(void (*fn)(void**), const char* name) {  // one row per block, as a planner would size it
+    return block_launch(fn, name, args, dim3(1, kRows), po, out.size() * sizeof(float));
   }
 };
 
