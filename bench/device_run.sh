@@ -7,13 +7,31 @@
 # then run this script there with carry=["build/cmake/libcc1d.so.0.2.0",
 # "build/cmake/bench/bench_compile"] (6 MB; the whole build directory is over the 64 MiB a carry
 # may hold; the libcc1d.so symlinks need not travel). It writes its logs to $OUT when set.
-# About 6 minutes: report, demo, the gpu tests, the forward and backward benchmarks (every kernel
-# path or layout, % of copy bandwidth, first-call cost), cold compile times with the driver's JIT cache off, the call overhead, and
-# Nsight Compute metrics of the vector paths when ncu is installed.
+#
+#   bench/device_run.sh [--rehearse]
+#
+# The steps, most valuable first, share one time budget (CC1D_DEVICE_BUDGET_S, default 540 s,
+# under the device tool's 600 s a call): each runs under `timeout` with at most its own limit and
+# what is left; a step that would get under 20 s is skipped. Each step's whole output goes to
+# $OUT/<step>.txt; the end of the output is $OUT/steps.md (each step's exit status and seconds)
+# and the benchmarks' tables, since a reply carries only the last lines.
+#   report, demo; the gpu tests (correctness on the device); the forward and backward benchmarks
+#   (every kernel path or layout, % of copy bandwidth, first-call cost); compute-sanitizer
+#   memcheck and racecheck over each forward and backward configuration once (--check-only);
+#   the call overhead; cold compile times with the driver's JIT cache off; Nsight Compute
+#   metrics of the forward kernels (--clock-control none: the card's clocks are left alone).
+# --rehearse checks the script on a machine without a GPU: the benchmarks run --quick on the cpu
+# backend and the GPU-only tools are skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/cc1d-device}"
 mkdir -p "$OUT"
+BENCH=()
+SKIP_GPU_TOOLS=0
+if [ "${1:-}" = "--rehearse" ]; then
+  BENCH=(--quick --device cpu --backend cpu)
+  SKIP_GPU_TOOLS=1
+fi
 LIB=""
 for f in build/cmake/libcc1d.so build/cmake/libcc1d.so.*; do [ -f "$f" ] && LIB="$PWD/$f" && break; done
 [ -n "$LIB" ] || { echo "no build/cmake/libcc1d.so*: build and carry it (see above)"; exit 1; }
@@ -21,23 +39,61 @@ export PYTHONPATH="$PWD/python" CAUSAL_CONV1D_LIBRARY="$LIB" PYTHONUNBUFFERED=1
 export CAUSAL_CONV1D_LOG_LEVEL=info
 # A fresh kernel cache, and no driver JIT cache: every first call below really compiles.
 export CAUSAL_CONV1D_CACHE_DIR="$OUT/kernel-cache" CUDA_CACHE_DISABLE=1
-nvidia-smi -L 2>&1 | tee "$OUT/gpu.txt"
-python3 -m causal_conv1d report > "$OUT/report.json" 2>&1
-python3 -m causal_conv1d demo 2>&1 | tee "$OUT/demo.txt"
-timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/python 2>&1 | tail -30 | tee "$OUT/gpu_tests.txt"
-timeout 300 python3 bench/gpu_fwd.py 2>&1 | tee "$OUT/gpu_fwd.md"
-timeout 240 python3 bench/gpu_bwd.py 2>&1 | tee "$OUT/gpu_bwd.md"
-timeout 60 python3 bench/call_overhead.py --device cuda 2>&1 | tee "$OUT/call_overhead.md"
-if [ -x build/cmake/bench/bench_compile ]; then
+PY="${PYTHON:-python3}"
+DEADLINE=$(($(date +%s) + ${CC1D_DEVICE_BUDGET_S:-540}))
+printf '| step | exit status | seconds (limit) |\n|---|---|---|\n' > "$OUT/steps.md"
+
+# step NAME MAX_S CMD...: CMD with its output in $OUT/NAME.txt (and its last lines here).
+step() {
+  local name=$1 max=$2 left lim t0 rc
+  shift 2
+  left=$((DEADLINE - $(date +%s)))
+  if ((left < 20)); then
+    echo "| $name | skipped: ${left} s of the budget left | |" >> "$OUT/steps.md"
+    return
+  fi
+  lim=$((max < left ? max : left))
+  t0=$(date +%s)
+  echo "== $name (at most $lim s)"
+  timeout "$lim" "$@" > "$OUT/$name.txt" 2>&1
+  rc=$?
+  tail -n 8 "$OUT/$name.txt"
+  echo "| $name | $rc$( ((rc == 124)) && echo ' (timed out)') | $(($(date +%s) - t0)) ($lim) |" >> "$OUT/steps.md"
+}
+have() { ((SKIP_GPU_TOOLS == 0)) && command -v "$1" > /dev/null 2>&1; }
+
+have nvidia-smi && step gpu 20 nvidia-smi -L
+step report 60 "$PY" -m causal_conv1d report
+step demo 60 "$PY" -m causal_conv1d demo
+((SKIP_GPU_TOOLS)) || step gpu_tests 200 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/python
+step gpu_fwd 150 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
+step gpu_bwd 150 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
+if have compute-sanitizer; then
+  # Out-of-bounds and misaligned accesses, then shared-memory races, on the real device (the
+  # emulator's checking mode is the CPU's version of the second). Kernels come from the cache
+  # the benchmarks above filled.
+  SAN=(compute-sanitizer --error-exitcode 9 --print-limit 20)
+  step memcheck_fwd 60 "${SAN[@]}" --tool memcheck "$PY" bench/gpu_fwd.py --quick --check-only
+  step memcheck_bwd 60 "${SAN[@]}" --tool memcheck "$PY" bench/gpu_bwd.py --quick --check-only
+  step racecheck_bwd 90 "${SAN[@]}" --tool racecheck "$PY" bench/gpu_bwd.py --quick --check-only
+  step racecheck_fwd 60 "${SAN[@]}" --tool racecheck "$PY" bench/gpu_fwd.py --quick --check-only
+fi
+((SKIP_GPU_TOOLS)) || step call_overhead 40 "$PY" bench/call_overhead.py --device cuda
+if ((SKIP_GPU_TOOLS == 0)) && [ -x build/cmake/bench/bench_compile ]; then
   # The sm of device 0, e.g. 90; NVRTC's compile time per variant on one core.
-  SM=$(python3 -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
-  timeout 180 build/cmake/bench/bench_compile --arch "$SM" 2>&1 | tee "$OUT/bench_compile.txt"
+  SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
+  step bench_compile 90 build/cmake/bench/bench_compile --arch "$SM"
 fi
-if command -v ncu >/dev/null 2>&1; then
+if have ncu; then
   # DRAM bytes, sectors per request and instructions of the forward kernels (small shapes).
-  timeout 240 ncu --kernel-name regex:causal_conv1d_fwd --launch-count 8 \
+  step ncu 120 ncu --clock-control none --kernel-name regex:causal_conv1d_fwd --launch-count 8 \
     --metrics dram__bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
-    python3 bench/gpu_fwd.py --quick 2>&1 | tee "$OUT/ncu.txt" | tail -80
-else
-  echo "ncu not found: no Nsight Compute metrics" | tee "$OUT/ncu.txt"
+    "$PY" bench/gpu_fwd.py --quick
 fi
+
+echo
+for f in gpu_fwd gpu_bwd; do
+  [ -f "$OUT/$f.txt" ] && { echo "== $f"; grep -E '^\| \(|MISMATCH|match the baseline' "$OUT/$f.txt"; }
+done
+echo
+cat "$OUT/steps.md"

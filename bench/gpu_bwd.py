@@ -11,9 +11,10 @@ moves a tensor of x's size, scaled to those three tensors. Also checks the gradi
 baseline's (float32 reference) and times each configuration's first backward (its three kernels
 compiled in one NVRTC program, or loaded from the disk cache). Prints markdown tables.
 
-    CAUSAL_CONV1D_LIBRARY=build/libcc1d.so python bench/gpu_bwd.py [--quick]
+    CAUSAL_CONV1D_LIBRARY=build/libcc1d.so python bench/gpu_bwd.py [--quick] [--check-only]
 
---device cpu --backend cpu checks the script itself on a machine without a GPU.
+--device cpu --backend cpu checks the script itself on a machine without a GPU (--check-only: as
+bench/gpu_fwd.py's).
 """
 import time
 
@@ -77,6 +78,8 @@ def main():
                 tol = 1e-4 if dtype == torch.float32 else 2e-2
                 if not err <= tol:  # also catches NaN
                     failures.append(f"{(B, Dx, Lx)} {dtype} {layout}: max relative error {err:.3g} > {tol:.3g}")
+                if args.check_only:
+                    continue
                 _, again_base = grads(base, x, w, b, dout)
                 dst, src = torch.empty_like(x), x.contiguous()
                 t_ours = timer(again_ours)

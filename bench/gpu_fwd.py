@@ -9,9 +9,11 @@ kernels at 75-85%).
 Also a correctness check against that baseline and the cold-start cost (NVRTC compile, or the
 disk cache) of each variant's first call. Prints markdown tables. Runs in well under 5 minutes:
 
-    CAUSAL_CONV1D_LIBRARY=build/libcc1d.so python bench/gpu_fwd.py [--quick]
+    CAUSAL_CONV1D_LIBRARY=build/libcc1d.so python bench/gpu_fwd.py [--quick] [--check-only]
 
---device cpu --backend cpu checks the script itself on a machine without a GPU.
+--device cpu --backend cpu checks the script itself on a machine without a GPU; --check-only runs
+each configuration once against the baseline and times nothing (what bench/device_run.sh runs
+under compute-sanitizer).
 """
 import argparse
 import json
@@ -122,11 +124,13 @@ def finish(failures, what):
 
 
 def parse_args():
-    """(args, device, its name): --quick, --device, --backend, shared by the GPU benchmarks."""
+    """(args, device, its name): --quick, --device, --backend, --check-only, shared by the GPU benchmarks."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small shapes only")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--backend", default="nvrtc")
+    ap.add_argument("--check-only", action="store_true",
+                    help="each configuration once against the baseline, no timing (for compute-sanitizer)")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -176,7 +180,8 @@ def main():
                 tol = 1e-4 if dtype == torch.float32 else 1e-2
                 if not err <= tol:  # also catches NaN
                     failures.append(f"{(B, D, Lx)} {dtype} {layout}: max relative error {err:.3g} > {tol:.3g}")
-
+                if args.check_only:
+                    continue
                 src = x.contiguous()
                 t_ours = timer(ours)
                 t_base = timer(lambda: baseline(x, w, b))
