@@ -13,10 +13,11 @@
 //    BwdParams::acc, or (deterministic) stored into its own row;
 //  - causal_conv1d_bwd_finalize_kernel<TW>: sums the rows of acc in a fixed order into dweight and
 //    dbias, in weight's dtype.
-// Time layouts: a block walks one row's time segment backwards, chunk by chunk; each thread owns
-// 16 bytes of x (4 fp32 or 8 fp16/bf16 steps), loaded as one vector on the unit-stride path. The
-// left halo of x and the right halo of g (carried from the later chunk, so silu is recomputed once)
-// go through shared memory. The block then reduces dweight and dbias in a fixed order.
+// Time layouts (any strides): a block walks one row's time segment backwards, chunk by chunk;
+// each thread owns 16 bytes' worth of steps (4 fp32 or 8 fp16/bf16). The left halo of x and the
+// right halo of g (carried from the later chunk, so silu is recomputed once) go through shared
+// memory. The block then reduces dweight and dbias in a fixed order. TIME_VEC (unit stride,
+// aligned rows): a warp walks a segment with x, dout and dx in registers, halos by shuffle.
 // Channel layout: a thread walks its channel backwards over a segment (and W-1 steps of halo)
 // with sliding windows. CHANNEL_VEC (channel-last, 16-byte aligned rows of channels): a block
 // walks 128 bytes of channels over a segment, tile by tile, through shared memory.
@@ -118,11 +119,10 @@ CC1D_HD void bwd_block_reduce(const BwdParams& p, long long part, long long c, c
   }
 }
 
-// TIME layouts: block (b, c, seg). Per chunk, three barriers: the tiles are free, the tiles of x
-// (and seq) are filled, g is filled. VEC (the fast path: unit stride, aligned rows, no seq_idx)
-// moves each thread's 16 bytes of x, dout and dx as one vector. SEQ: with seq_idx (then never VEC);
-// without it the segment ids and their compares are not compiled at all.
-template <typename TX, typename TW, int W, bool VEC, bool SEQ>
+// TIME and TIME_SEQ layouts (any strides): block (b, c, seg). Per chunk, three barriers: the tiles
+// are free, the tiles of x (and seq) are filled, g is filled. SEQ: with seq_idx; without it the
+// segment ids and their compares are not compiled at all.
+template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long long seg, float* smem) {
   constexpr int C = bwd_chunk(sizeof(TX)), N = C / kBwdThreads;  // bwd_params.h
   float* xt = smem;                     // xt[W-1+q] = x(t0+q), q in [-(W-1), C)
@@ -142,24 +142,12 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
   float carry = tid < W - 1 ? bwd_g_at<TX, W, SEQ>(p, w, bias, b, c, s_end + tid) : 0.f;
   for (long long t0 = s_begin + (s_end - s_begin - 1) / C * C; t0 >= s_begin; t0 -= C) {
     const long long my0 = t0 + (long long)tid * N;
-    const bool full = my0 + N <= p.seqlen;
     float xv[N], dv[N];
     int sv[N];
-    if (VEC && full) {
-      alignas(16) TX xe[N];
-      alignas(16) TX de[N];
-      cc1d_vec_load(xrow + my0, xe);
-      cc1d_vec_load(drow + my0, de);
-      for (int j = 0; j < N; ++j) {
-        xv[j] = to_float(xe[j]);
-        dv[j] = to_float(de[j]);
-      }
-    } else {
-      for (int j = 0; j < N; ++j) {
-        const bool in = my0 + j < p.seqlen;
-        xv[j] = in ? to_float(xrow[(my0 + j) * p.x_stride[2]]) : 0.f;
-        dv[j] = in ? to_float(drow[(my0 + j) * p.dout_stride[2]]) : 0.f;
-      }
+    for (int j = 0; j < N; ++j) {
+      const bool in = my0 + j < p.seqlen;
+      xv[j] = in ? to_float(xrow[(my0 + j) * p.x_stride[2]]) : 0.f;
+      dv[j] = in ? to_float(drow[(my0 + j) * p.dout_stride[2]]) : 0.f;
     }
     if (SEQ)
       for (int j = 0; j < N; ++j) sv[j] = bwd_seq(p, b, my0 + j);
@@ -217,14 +205,8 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
       }
       if (p.dfinal_states != nullptr && my0 + N > p.seqlen - (W - 1))  // the last W-1 steps only
         for (int j = 0; j < N; ++j) dxv[j] += bwd_dfinal<TX>(p, W, b, c, my0 + j);
-      if (VEC && full) {
-        alignas(16) TX e[N];
-        for (int j = 0; j < N; ++j) e[j] = from_float<TX>(dxv[j]);
-        cc1d_vec_store(dxrow + my0, e);
-      } else {
-        for (int j = 0; j < N; ++j)
-          if (my0 + j < p.seqlen) dxrow[(my0 + j) * p.dx_stride[2]] = from_float<TX>(dxv[j]);
-      }
+      for (int j = 0; j < N; ++j)
+        if (my0 + j < p.seqlen) dxrow[(my0 + j) * p.dx_stride[2]] = from_float<TX>(dxv[j]);
     }
     if (t0 == 0 && p.dinitial_states != nullptr && tid < W - 1) {
       // x at s = tid - (W-1) < 0 (token 0's segment) reaches outputs 0..tid.
@@ -242,6 +224,169 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
     bwd_block_reduce<W>(p, b * p.num_segments + seg, c, dw, db, smem + bwd_smem_red(C, W),
                         smem + bwd_smem_red2(C, W));
 }
+
+// TIME_VEC layout (unit stride, 16-byte aligned rows, no seq_idx): a warp per (channel, segment),
+// the segment walked backwards 32 lanes x P = kBwdWarpItems steps at a time. Lane l holds x, dout
+// and dx of its P steps in registers as packed words (one 16-byte load or store each, two for
+// fp32). z needs the W-1 inputs before them: lane l-1's by shuffle; lane 0 loads the 16 bytes
+// before its steps itself, with its own (so no load waits on the earlier step's). dx needs the W-1
+// values of g after them: lane l+1's by shuffle; lane 31 the later step's lane 0 (carried). The
+// earlier step's loads are issued before this step's math (two steps in flight). No shared
+// memory, no barrier; the dweight/dbias sums are reduced over the warp in a fixed order.
+template <typename TX, typename TW, int W>
+struct BwdTimeWarp {
+  static constexpr int P = kBwdWarpItems;
+  static constexpr int NWD = P / Words<TX>::kPerWord;            // words per lane: 4 (16-bit) or 8 (fp32)
+  static constexpr int H0 = (P - (W - 1)) / Words<TX>::kPerWord;  // first word holding a halo input
+  static constexpr unsigned kAll = 0xffffffffu;
+
+  const BwdParams& p;
+  long long b, c, s_begin;
+  int lane;
+  float w[W], bias;
+  const TX* __restrict__ xrow;
+  const TX* __restrict__ drow;
+  TX* __restrict__ dxrow;
+  float gcarry[W > 1 ? W - 1 : 1];  // lane 31: g after its steps (the later step's lane 0's)
+  float dws[W], dbs;
+  unsigned xc[NWD], dc[NWD], hc[NWD];  // this step's x, dout and (lane 0) x before it
+  unsigned h0[NWD > H0 ? NWD - H0 : 1];  // lane 0: the W-1 inputs before 0 (initial states, or 0), packed
+
+  static CC1D_HD void load(const TX* __restrict__ q, unsigned (&wd)[NWD]) {
+    for (int v = 0; v < NWD / 4; ++v)
+      load16(q + v * (16 / (int)sizeof(TX)), *reinterpret_cast<unsigned(*)[4]>(wd + 4 * v));
+  }
+
+  CC1D_HD long long first_of(int i) const { return s_begin + (long long)i * kBwdWarpSpan + lane * P; }
+
+  // Step i's words of this lane: x, dout, and for lane 0 the P inputs before its first (before
+  // time 0: h0). LAST: the segment's last step, the only one that can reach past seqlen (x and
+  // dout read 0 there, so g is 0).
+  template <bool LAST>
+  CC1D_HD void load_step(int i, unsigned (&xw)[NWD], unsigned (&dw)[NWD], unsigned (&hw)[NWD]) const {
+    const long long e0 = first_of(i);
+    if (!LAST || e0 + P <= p.seqlen) {
+      load(xrow + e0, xw);
+      load(drow + e0, dw);
+    } else {
+      float fx[P], fd[P];
+      for (int j = 0; j < P; ++j) {
+        fx[j] = e0 + j < p.seqlen ? to_float(xrow[e0 + j]) : 0.f;
+        fd[j] = e0 + j < p.seqlen ? to_float(drow[e0 + j]) : 0.f;
+      }
+      pack_words<TX>(fx, xw);
+      pack_words<TX>(fd, dw);
+    }
+    if (lane == 0) {
+      if (e0 >= P)
+        load(xrow + e0 - P, hw);
+      else
+        for (int j = H0; j < NWD; ++j) hw[j] = h0[j - H0];
+    }
+  }
+
+  // Step i from xc, dc and hc, the earlier step's words loaded first. LAST (see load_step) alone
+  // carries the partial store and dfinal_states: the walk's other steps are one copy without them.
+  template <bool LAST>
+  CC1D_HD void step(int i) {
+    unsigned xn[NWD] = {}, dn[NWD] = {}, hn[NWD] = {};
+    if (!LAST && i > 0) load_step<false>(i - 1, xn, dn, hn);  // LAST loads them after its rare paths
+    const long long e0 = first_of(i);
+    unsigned prev[NWD] = {};
+    for (int j = H0; j < NWD; ++j) {
+      const unsigned left = __shfl_sync(kAll, xc[j], (lane + 31) & 31);
+      prev[j] = lane == 0 ? hc[j] : left;
+    }
+    float xv[W - 1 + P];  // x at e0-(W-1) .. e0+P-1
+    for (int j = 0; j < W - 1; ++j) xv[j] = word_elem<TX>(prev, P - (W - 1) + j);
+    for (int j = 0; j < P; ++j) xv[W - 1 + j] = word_elem<TX>(xc, j);
+    float g[P + W - 1];  // g at e0 .. e0+P+W-2
+    for (int j = 0; j < P; ++j) g[j] = word_elem<TX>(dc, j);
+    if (p.silu)  // one branch per step, not per element
+      for (int j = 0; j < P; ++j) {
+        float z = bias;
+        for (int k = 0; k < W; ++k) z += w[k] * xv[j + k];
+        g[j] *= silu_grad(z);
+      }
+    for (int j = 0; j < P; ++j) {
+      dbs += g[j];
+      for (int k = 0; k < W; ++k) dws[k] += g[j] * xv[j + k];
+    }
+    for (int j = 0; j < W - 1; ++j) {
+      const float right = __shfl_sync(kAll, g[j], (lane + 1) & 31);
+      g[P + j] = lane == 31 ? gcarry[j] : right;
+      gcarry[j] = right;  // lane 31: lane 0's, the earlier step's halo
+    }
+    if (dxrow != nullptr) {
+      float a[P];
+      for (int j = 0; j < P; ++j) {
+        a[j] = 0.f;
+        for (int k = 0; k < W; ++k) a[j] += w[k] * g[j + W - 1 - k];
+      }
+      if (LAST && p.dfinal_states != nullptr && e0 + P > p.seqlen - (W - 1))  // the row's last W-1 steps
+        for (int j = 0; j < P; ++j) a[j] += bwd_dfinal<TX>(p, W, b, c, e0 + j);
+      if (!LAST || e0 + P <= p.seqlen) {
+        unsigned ow[NWD];
+        pack_words<TX>(a, ow);
+        for (int v = 0; v < NWD / 4; ++v)
+          store16(dxrow + e0 + v * (16 / (int)sizeof(TX)), *reinterpret_cast<const unsigned(*)[4]>(ow + 4 * v));
+      } else {
+        for (int j = 0; j < P; ++j)
+          if (e0 + j < p.seqlen) dxrow[e0 + j] = from_float<TX>(a[j]);
+      }
+    }
+    if (LAST && i > 0) load_step<false>(i - 1, xn, dn, hn);
+    for (int j = 0; j < NWD; ++j) xc[j] = xn[j], dc[j] = dn[j], hc[j] = hn[j];
+  }
+
+  CC1D_HD void run(long long seg) {
+    bwd_load_weights<TW, W>(p, c, w, bias);
+    xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+    drow = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1];
+    dxrow = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] : nullptr;
+    s_begin = seg * p.segment_len;
+    const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
+    // g at s_end + j (j < W-1), the right halo of the segment's last step: lane j recomputes it
+    // from global memory (0 from seqlen on), lane 31 takes it.
+    const float gj = lane < W - 1 ? bwd_g_at<TX, W, false>(p, w, bias, b, c, s_end + lane) : 0.f;
+    for (int j = 0; j < W - 1; ++j) gcarry[j] = __shfl_sync(kAll, gj, j);
+    dbs = 0.f;
+    for (int k = 0; k < W; ++k) dws[k] = 0.f;
+    for (int j = H0; j < NWD; ++j) h0[j - H0] = 0;
+    if (s_begin == 0 && lane == 0) {  // made before the walk: the loop carries no copy of bwd_x
+      float fh[P];
+      unsigned hw[NWD];
+      for (int j = 0; j < P; ++j) fh[j] = bwd_x<TX>(p, W, b, c, j - P);
+      pack_words<TX>(fh, hw);
+      for (int j = H0; j < NWD; ++j) h0[j - H0] = hw[j];
+    }
+    const int steps = (int)((s_end - s_begin + kBwdWarpSpan - 1) / kBwdWarpSpan);
+    if (steps > 0) {
+      load_step<true>(steps - 1, xc, dc, hc);
+      step<true>(steps - 1);
+    }
+#pragma unroll 1
+    for (int i = steps - 2; i >= 0; --i) step<false>(i);
+    // x at s = j-(W-1) < 0 reaches outputs 0..j: the row's first step's g[0..W-2] (lane 0's),
+    // which lane 31 holds in gcarry after the walk.
+    if (s_begin == 0 && p.dinitial_states != nullptr && lane == 31) {
+      for (int j = 0; j < W - 1; ++j) {
+        float a = bwd_dfinal<TX>(p, W, b, c, j - (W - 1));
+        for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
+          if (k <= j) a += w[k] * gcarry[j - k];
+        static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + j * p.dinit_stride[2]] =
+            from_float<TX>(a);
+      }
+    }
+    if (p.acc == nullptr) return;
+    const long long part = b * p.num_segments + seg;
+    for (int k = 0; k <= W; ++k) {
+      float v = k < W ? dws[k] : dbs;
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
+      if (lane == 0) bwd_put_partial<W>(p, part, c, k, v);
+    }
+  }
+};
 
 // CHANNEL layout: thread = channel; it walks its segment backwards with windows indexed
 // o <-> time t-(W-1)+o. The walk starts W-1 steps after the segment (g there is dx's halo: it
@@ -326,7 +471,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   constexpr int RR = kBwdThreads / VR;         // rows per load round: 16
   constexpr int T = kBwdChannelTile;           // steps per tile
   constexpr int R = T + W - 1;                 // rows of x (from t0-(W-1)) and of g (from t0)
-  constexpr int NW = kBwdThreads / 32;         // warps
+  constexpr int NW = kBwdWarps;
   constexpr int S = T / NW;                    // steps per warp
   constexpr int XR = (R + RR - 1) / RR, DR = T / RR;  // load rounds
   static_assert(NW * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
@@ -504,20 +649,27 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
 // Grid: x walks (channel or channel block, segment) pairs of one batch row, y walks batches; both
 // are block-strided. The planner keeps the pairs per batch under 2^32 (32-bit index math).
 template <typename TX, typename TW, int W, int LAYOUT>
-__global__ void __launch_bounds__(kBwdThreads) causal_conv1d_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kBwdThreads, bwd_min_blocks(LAYOUT, sizeof(TX))) causal_conv1d_bwd_kernel(const BwdParams p) {
   CC1D_DYNAMIC_SHARED(float, smem);
+  constexpr bool PER_WARP = LAYOUT == kBwdLayoutTimeVec;  // a pair per warp, else per block
   const unsigned ns = (unsigned)p.num_segments;
   const long long per_batch = p.num_segments * p.num_channel_blocks;
+  const long long blocks = PER_WARP ? (per_batch + kBwdWarps - 1) / kBwdWarps : per_batch;
   for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
-    for (long long blk = blockIdx.x; blk < per_batch; blk += gridDim.x) {
-      const unsigned u = (unsigned)blk;
+    for (long long blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
+      const long long item = PER_WARP ? blk * kBwdWarps + (threadIdx.x >> 5) : blk;
+      if (PER_WARP && item >= per_batch) continue;  // a warp without a pair (no barrier follows)
+      const unsigned u = (unsigned)item;
       const long long seg = u % ns, cb = u / ns;
-      if constexpr (LAYOUT == kBwdLayoutChannelVec) {
+      if constexpr (PER_WARP) {
+        BwdTimeWarp<TX, TW, W> walk{p, b, cb, 0, (int)(threadIdx.x & 31)};
+        walk.run(seg);
+      } else if constexpr (LAYOUT == kBwdLayoutChannelVec) {
         bwd_channel_tiles<TX, TW, W>(p, b, cb, seg);
       } else if constexpr (bwd_channel_layout(LAYOUT)) {
         bwd_channel_segment<TX, TW, W, LAYOUT == kBwdLayoutChannelSeq>(p, b, cb, seg);
       } else {
-        bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeVec, LAYOUT == kBwdLayoutTimeSeq>(p, b, cb, seg, smem);
+        bwd_time_segment<TX, TW, W, LAYOUT == kBwdLayoutTimeSeq>(p, b, cb, seg, smem);
       }
     }
   }

@@ -11,7 +11,8 @@ constexpr int kBwdThreads = 128;  // threads per block, every layout
 
 // Thread mapping of the main kernel, chosen by the planner from the strides.
 constexpr int kBwdLayoutTime = 0;     // threads walk time (each 16 bytes of x), scalar loads, any strides, no seq_idx
-constexpr int kBwdLayoutTimeVec = 1;  // 16-byte loads and stores (unit stride, aligned rows), no seq_idx
+constexpr int kBwdLayoutTimeVec = 1;  // a warp per (channel, segment), x, dout, dx in registers by 16-byte
+                                      // accesses (unit stride, aligned rows), no seq_idx
 constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each over a run of time, no seq_idx
 constexpr int kBwdLayoutTimeSeq = 3;  // the time walk with seq_idx (scalar loads, any strides)
 constexpr int kBwdLayoutChannelSeq = 4;  // the channel walk with seq_idx
@@ -19,10 +20,16 @@ constexpr int kBwdLayoutChannelVec = 5;  // channel-last tiles in shared memory,
 constexpr int kBwdNumLayouts = 6;
 
 // Time layouts: a block walks one row's segment of time backwards, chunk by chunk; a chunk is
-// kBwdThreads * (16 / sizeof(x's element)) steps. Channel layout: a thread walks its channel
-// over a segment (CHANNEL_VEC: a block walks 128 bytes of channels, tile by tile). At most
-// kBwdMaxSegments segments per row, which bounds the workspace of the deterministic mode.
+// kBwdThreads * (16 / sizeof(x's element)) steps (TIME_VEC: a warp walks its segment
+// kBwdWarpSpan steps at a time, segments of at least kBwdVecMinSpans of them). Channel layout: a
+// thread walks its channel over a segment (CHANNEL_VEC: a block walks 128 bytes of channels,
+// tile by tile). At most kBwdMaxSegments segments per row, which bounds the workspace of the
+// deterministic mode.
 constexpr int kBwdMaxSegments = 64;
+constexpr int kBwdWarps = kBwdThreads / 32;
+constexpr int kBwdWarpItems = 8;                     // TIME_VEC: consecutive steps per lane
+constexpr int kBwdWarpSpan = 32 * kBwdWarpItems;     // TIME_VEC: steps per warp step
+constexpr int kBwdVecMinSpans = 4;                   // TIME_VEC: warp steps per segment, at least
 constexpr int kBwdMinChannelSegment = 64;  // channel layout: time steps per thread, at least
 // CHANNEL_VEC: a block owns 128 bytes of channels (32 words) and walks its segment backwards a
 // tile of kBwdChannelTile steps at a time (segments are whole tiles), each warp on a quarter of
@@ -38,11 +45,17 @@ constexpr int kBwdChannelTile = 32;
 #else
 #define CC1D_BWD_FN constexpr
 #endif
-// The channel walks take no dynamic shared memory (CHANNEL_VEC's tiles are static).
 CC1D_BWD_FN bool bwd_channel_layout(int layout) {
   return layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq || layout == kBwdLayoutChannelVec;
 }
+// TIME_VEC and the channel walks take no dynamic shared memory (CHANNEL_VEC's tiles are static).
+CC1D_BWD_FN bool bwd_block_smem(int layout) { return layout == kBwdLayoutTime || layout == kBwdLayoutTimeSeq; }
 CC1D_BWD_FN int bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
+// The main kernel's __launch_bounds__ minimum of resident blocks. TIME_VEC in 16-bit types: 7
+// (at most 72 registers, 44% occupancy), for enough 16-byte loads in flight (a warp step moves
+// half the bytes of an fp32 one); left alone, ptxas takes 96 for a few fewer instructions. 0:
+// none (an explicit 1 is not the same to ptxas: it gave the time layouts 40-60 more registers).
+CC1D_BWD_FN int bwd_min_blocks(int layout, int x_bytes) { return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 7 : 0; }
 // CHANNEL_VEC: channels per block (a tile row of 128 bytes: 32 words, one per lane).
 CC1D_BWD_FN int bwd_tile_channels(int x_bytes) { return 128 / x_bytes; }
 CC1D_BWD_FN int bwd_smem_gt(int C, int W) { return W - 1 + C; }
@@ -50,11 +63,10 @@ CC1D_BWD_FN int bwd_smem_red(int C, int W) { return bwd_smem_gt(C, W) + C + W - 
 CC1D_BWD_FN int bwd_smem_red2(int C, int W) { return bwd_smem_red(C, W) + (W + 1) * kBwdThreads; }
 CC1D_BWD_FN int bwd_smem_st(int C, int W) { return bwd_smem_red2(C, W) + (W + 1) * 32; }
 CC1D_BWD_FN int bwd_smem_floats(int C, int W, bool seq) { return bwd_smem_st(C, W) + (seq ? C + 2 * (W - 1) : 0); }
-// The main kernel's dynamic shared memory in bytes for a layout (none for the channel walks).
+// The main kernel's dynamic shared memory in bytes for a layout.
 CC1D_BWD_FN int bwd_smem_bytes(int layout, int x_bytes, int W) {
-  return bwd_channel_layout(layout)
-             ? 0
-             : (int)sizeof(float) * bwd_smem_floats(bwd_chunk(x_bytes), W, layout == kBwdLayoutTimeSeq);
+  return bwd_block_smem(layout) ? (int)sizeof(float) * bwd_smem_floats(bwd_chunk(x_bytes), W, layout == kBwdLayoutTimeSeq)
+                                : 0;
 }
 #undef CC1D_BWD_FN
 
@@ -86,8 +98,9 @@ struct BwdParams {
   long long dw_stride[2];
   long long db_stride;
   long long num_segments;        // segments per row
-  long long segment_len;         // time steps per segment (time layouts: a multiple of the chunk)
-  long long num_channel_blocks;  // channel layout: ceil(dim / kBwdThreads); time layouts: dim
+  long long segment_len;         // time steps per segment (time layouts: a multiple of the chunk, TIME_VEC of kBwdWarpSpan)
+  long long num_channel_blocks;  // channel layout: ceil(dim / kBwdThreads); time layouts: dim (TIME_VEC: a
+                                 // warp per (channel, segment), kBwdWarps of them per block)
   long long parts;               // rows of acc: 1 (atomics) or batch * num_segments (deterministic)
   int width;                     // for the zero and finalize kernels
   int silu;

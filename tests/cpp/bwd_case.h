@@ -27,10 +27,9 @@ struct BwdCase {
 };
 
 inline std::string describe(const BwdCase& c) {
-  const char* lay[] = {"channel-first", "channel-last", "view"};
   const char* dt[] = {"float32", "float16", "bfloat16"};
   return std::string("bwd x=") + dt[c.xdt] + " w=" + dt[c.wdt] + " W=" + std::to_string(c.width) + " " +
-         lay[int(c.layout)] + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
+         layout_name(c.layout) + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
          std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq<=" + std::to_string(c.max_segment) : "") +
          (c.init ? " init" : "") + (c.dfinal ? " dfinal" : "") + " wants:" + (c.dx ? " dx" : "") +
          (c.dweight ? " dweight" : "") + (c.dbias ? " dbias" : "") + (c.dinit ? " dinit" : "") +
@@ -223,9 +222,10 @@ inline BwdRun run_bwd_case(const BwdCase& c, std::mt19937& rng, int backend) {
 }
 
 // The grid every backward backend runs: dtype pairs x widths x six kinds of case, one per kernel
-// layout, the options and lengths varying with the case. Channel-first lengths are multiples of 8
-// (rows 16-byte aligned: the vector path of the time layout, which has no seq_idx); the strided
-// view has even lengths (rows never aligned: the scalar time path); channel-last takes odd and
+// layout, the options and lengths varying with the case. Channel-first rows are padded to 16-byte
+// aligned strides (the time_vec warp walk, which has no seq_idx), with lengths that end inside a
+// lane's 8 steps, inside and on a warp step's 256, and span several segments (over 1024 steps);
+// the strided view has even lengths (rows never aligned: the scalar time path); channel-last takes odd and
 // tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or are (kind 5:
 // the tiles of channel_vec, one and several blocks of channels, the last one partly beyond dim).
 // The view and channel-last run once without seq_idx and once with it (the _seq layouts). One
@@ -238,14 +238,14 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
     for (int wdt = 0; wdt < 3; ++wdt)
       for (int W = 1; W <= CC1D_MAX_WIDTH; ++W)
         for (int kind = 0; kind < kBwdGridKinds; ++kind) {
-          const Layout layout = kind == 0                 ? Layout::ChannelFirst
+          const Layout layout = kind == 0                 ? Layout::Padded
                                 : kind <= 2 || kind == 5 ? Layout::ChannelLast
                                                           : Layout::View;
           const int cell = (xdt * 3 + wdt) * (CC1D_MAX_WIDTH + 1) + W, i = cell * kBwdGridKinds + kind;
           const int h = cell + kind;  // picks lengths and dims (i is kind modulo the kinds)
           int64_t L = 0, D = 0;
-          if (layout == Layout::ChannelFirst) {
-            L = W == 6 ? 4104 : std::vector<int64_t>{8, 16, 40, 128, 1000, 2048}[h % 6];
+          if (layout == Layout::Padded) {
+            L = W == 6 ? 4104 : std::vector<int64_t>{2, 5, 16, 37, 256, 1001, 1025, 2048}[h % 8];
             D = std::vector<int64_t>{1, 3, 5}[h % 3];
           } else if (layout == Layout::View) {
             L = W == 5 ? 4098 : std::vector<int64_t>{2, 6, 38, 130, 1000}[h % 5];

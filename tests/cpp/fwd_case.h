@@ -21,10 +21,9 @@ struct FwdCase {
 };
 
 inline std::string describe(const FwdCase& c) {
-  const char* lay[] = {"channel-first", "channel-last", "view", "padded"};
   const char* dt[] = {"float32", "float16", "bfloat16"};
   return std::string("x=") + dt[c.xdt] + " w=" + dt[c.wdt] + " W=" + std::to_string(c.width) + " " +
-         lay[int(c.layout)] + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
+         layout_name(c.layout) + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
          std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq" : "") +
          (c.init ? " init" : "") + (c.fin ? " final" : "") +
          (c.seq ? " segments<=" + std::to_string(c.max_segment) : "");

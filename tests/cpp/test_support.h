@@ -120,6 +120,10 @@ struct HostTensor {
 // (every other channel of a wider tensor, time stride 1 with padding), or channel-first rows
 // padded to a multiple of 8 elements plus 8 (16-byte aligned rows for any seqlen: the vector path).
 enum class Layout { ChannelFirst, ChannelLast, View, Padded };
+inline const char* layout_name(Layout l) {
+  static const char* const names[] = {"channel-first", "channel-last", "view", "padded"};
+  return names[int(l)];
+}
 
 inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layout) {
   const int64_t padded = (L + 7) / 8 * 8 + 8;

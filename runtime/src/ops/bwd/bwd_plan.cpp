@@ -55,9 +55,14 @@ BwdGeometry bwd_geometry(const BwdProblem& p) {
   BwdGeometry g;
   if (p.time_major) {
     g.layout = p.seq_idx.present() ? kBwdLayoutTimeSeq : vec_rows(p, 2) ? kBwdLayoutTimeVec : kBwdLayoutTime;
-    const int64_t chunk = bwd_chunk(dtype_size(p.x_dtype));
-    const int64_t chunks = ceil_div(p.seqlen, chunk);
-    g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
+    if (g.layout == kBwdLayoutTimeVec) {  // a warp per segment of whole warp steps, at least kBwdVecMinSpans
+      const int64_t spans = ceil_div(p.seqlen, kBwdWarpSpan);
+      g.segment_len = std::max<int64_t>(kBwdVecMinSpans, ceil_div(spans, kBwdMaxSegments)) * kBwdWarpSpan;
+    } else {
+      const int64_t chunk = bwd_chunk(dtype_size(p.x_dtype));
+      const int64_t chunks = ceil_div(p.seqlen, chunk);
+      g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
+    }
     g.num_channel_blocks = p.dim;
   } else if (!p.seq_idx.present() && p.dim % (16 / dtype_size(p.x_dtype)) == 0 && vec_rows(p, 1)) {
     g.layout = kBwdLayoutChannelVec;  // segments of whole tiles
@@ -120,8 +125,9 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   const long long per_batch = mul_checked(g.num_channel_blocks, g.num_segments, "causal_conv1d backward blocks");
   if (per_batch >= (1LL << 32))
     fail(CC1D_ERR_UNSUPPORTED, "causal_conv1d backward: " + std::to_string(per_batch) +
-                                   " thread blocks per batch row exceed the kernel's 32-bit block index; "
+                                   " work items per batch row exceed the kernel's 32-bit index; "
                                    "split the call along dim");
+  const long long blocks = g.layout == kBwdLayoutTimeVec ? ceil_div(per_batch, kBwdWarps) : per_batch;
   std::vector<KernelLaunch> launches;
   const int64_t sums = pr.dim * (pr.width + 1);
   if (pr.wants_sums() && !pr.deterministic) {
@@ -135,7 +141,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   KernelLaunch main;
   main.kernel = bwd_kernel_name(pr.x_dtype, pr.w_dtype, pr.width, g.layout);
   main.set_params(p);
-  main.grid[0] = static_cast<unsigned>(std::min<long long>(std::max<long long>(per_batch, 1), kMaxGridX));
+  main.grid[0] = static_cast<unsigned>(std::min<long long>(std::max<long long>(blocks, 1), kMaxGridX));
   main.grid[1] = static_cast<unsigned>(std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ));
   main.block[0] = kBwdThreads;
   main.shared_bytes = bwd_smem_bytes(g.layout, dtype_size(pr.x_dtype), pr.width);
