@@ -241,16 +241,20 @@ struct BwdTimeWarp {
   static constexpr unsigned kAll = 0xffffffffu;
 
   const BwdParams& p;
-  long long b, c, s_begin;
+  long long b, c, s_begin = 0;
   int lane;
-  float w[W], bias;
-  const TX* __restrict__ xrow;
-  const TX* __restrict__ drow;
-  TX* __restrict__ dxrow;
-  float gcarry[W > 1 ? W - 1 : 1];  // lane 31: g after its steps (the later step's lane 0's)
-  float dws[W], dbs;
-  unsigned xc[NWD], dc[NWD], hc[NWD];  // this step's x, dout and (lane 0) x before it
-  unsigned h0[NWD > H0 ? NWD - H0 : 1];  // lane 0: the W-1 inputs before 0 (initial states, or 0), packed
+  float w[W] = {}, bias = 0.f;
+  const TX* __restrict__ xrow = nullptr;
+  const TX* __restrict__ drow = nullptr;
+  TX* __restrict__ dxrow = nullptr;
+  float gcarry[W > 1 ? W - 1 : 1] = {};  // lane 31: g after its steps (the later step's lane 0's)
+  float dws[W] = {}, dbs = 0.f;
+  unsigned xc[NWD] = {}, dc[NWD] = {}, hc[NWD] = {};  // this step's x, dout and (lane 0) x before it
+  unsigned h0[NWD > H0 ? NWD - H0 : 1] = {};  // lane 0: the W-1 inputs before 0 (initial states, or 0), packed
+
+  // run() sets s_begin and the walk's state.
+  CC1D_HD BwdTimeWarp(const BwdParams& params, long long row, long long channel)
+      : p(params), b(row), c(channel), lane((int)(threadIdx.x & 31)) {}
 
   static CC1D_HD void load(const TX* __restrict__ q, unsigned (&wd)[NWD]) {
     for (int v = 0; v < NWD / 4; ++v)
@@ -649,7 +653,8 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
 // Grid: x walks (channel or channel block, segment) pairs of one batch row, y walks batches; both
 // are block-strided. The planner keeps the pairs per batch under 2^32 (32-bit index math).
 template <typename TX, typename TW, int W, int LAYOUT>
-__global__ void __launch_bounds__(kBwdThreads, bwd_min_blocks(LAYOUT, sizeof(TX))) causal_conv1d_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kBwdThreads, bwd_min_blocks(LAYOUT, sizeof(TX)))
+    causal_conv1d_bwd_kernel(const BwdParams p) {
   CC1D_DYNAMIC_SHARED(float, smem);
   constexpr bool PER_WARP = LAYOUT == kBwdLayoutTimeVec;  // a pair per warp, else per block
   const unsigned ns = (unsigned)p.num_segments;
@@ -662,8 +667,7 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_min_blocks(LAYOUT, sizeof(TX)
       const unsigned u = (unsigned)item;
       const long long seg = u % ns, cb = u / ns;
       if constexpr (PER_WARP) {
-        BwdTimeWarp<TX, TW, W> walk{p, b, cb, 0, (int)(threadIdx.x & 31)};
-        walk.run(seg);
+        BwdTimeWarp<TX, TW, W>(p, b, cb).run(seg);
       } else if constexpr (LAYOUT == kBwdLayoutChannelVec) {
         bwd_channel_tiles<TX, TW, W>(p, b, cb, seg);
       } else if constexpr (bwd_channel_layout(LAYOUT)) {

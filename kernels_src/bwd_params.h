@@ -65,8 +65,8 @@ CC1D_BWD_FN int bwd_smem_st(int C, int W) { return bwd_smem_red2(C, W) + (W + 1)
 CC1D_BWD_FN int bwd_smem_floats(int C, int W, bool seq) { return bwd_smem_st(C, W) + (seq ? C + 2 * (W - 1) : 0); }
 // The main kernel's dynamic shared memory in bytes for a layout.
 CC1D_BWD_FN int bwd_smem_bytes(int layout, int x_bytes, int W) {
-  return bwd_block_smem(layout) ? (int)sizeof(float) * bwd_smem_floats(bwd_chunk(x_bytes), W, layout == kBwdLayoutTimeSeq)
-                                : 0;
+  if (!bwd_block_smem(layout)) return 0;
+  return (int)sizeof(float) * bwd_smem_floats(bwd_chunk(x_bytes), W, layout == kBwdLayoutTimeSeq);
 }
 #undef CC1D_BWD_FN
 
@@ -98,7 +98,8 @@ struct BwdParams {
   long long dw_stride[2];
   long long db_stride;
   long long num_segments;        // segments per row
-  long long segment_len;         // time steps per segment (time layouts: a multiple of the chunk, TIME_VEC of kBwdWarpSpan)
+  long long segment_len;         // time steps per segment (time layouts: a multiple of the chunk;
+                                 // TIME_VEC: of kBwdWarpSpan)
   long long num_channel_blocks;  // channel layout: ceil(dim / kBwdThreads); time layouts: dim (TIME_VEC: a
                                  // warp per (channel, segment), kBwdWarps of them per block)
   long long parts;               // rows of acc: 1 (atomics) or batch * num_segments (deterministic)

@@ -225,9 +225,10 @@ inline BwdRun run_bwd_case(const BwdCase& c, std::mt19937& rng, int backend) {
 // layout, the options and lengths varying with the case. Channel-first rows are padded to 16-byte
 // aligned strides (the time_vec warp walk, which has no seq_idx), with lengths that end inside a
 // lane's 8 steps, inside and on a warp step's 256, and span several segments (over 1024 steps);
-// the strided view has even lengths (rows never aligned: the scalar time path); channel-last takes odd and
-// tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or are (kind 5:
-// the tiles of channel_vec, one and several blocks of channels, the last one partly beyond dim).
+// the strided view has even lengths (rows never aligned: the scalar time path); channel-last
+// takes odd and tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or
+// are (kind 5: the tiles of channel_vec, one and several blocks of channels, the last one partly
+// beyond dim).
 // The view and channel-last run once without seq_idx and once with it (the _seq layouts). One
 // length per layout is above 4096. max_len caps the lengths (the sanitizer job: every variant
 // still runs, on shorter rows).
