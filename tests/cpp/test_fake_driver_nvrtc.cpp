@@ -22,6 +22,7 @@
 #include "ops/fwd/fwd_op.h"
 #include "jit/kernel_source.h"
 #include "nvrtc/nvrtc_lib.h"
+#include "test_support.h"
 #include "tests/fake_driver/fake_cuda.h"
 
 namespace {
@@ -74,8 +75,12 @@ struct Fake {
 }  // namespace
 
 TEST_CASE("every lowered name of a real NVRTC program of every forward variant resolves to the matching host kernel") {
-  const std::vector<std::string> names = cc1d::all_fwd_kernels();
-  REQUIRE(names.size() == 9 * CC1D_MAX_WIDTH * cc1d::kFwdNumPaths);
+  const std::vector<std::string> all = cc1d::all_fwd_kernels();
+  REQUIRE(all.size() == 9 * CC1D_MAX_WIDTH * cc1d::kFwdNumPaths);
+  // The sanitizer job checks every 7th name (each path, width and dtype pair still appears):
+  // the NVRTC compile it waits on is not instrumented, and the release job checks all 576.
+  std::vector<std::string> names;
+  for (size_t i = 0; i < all.size(); i += cc1d_test::kSanitized ? 7 : 1) names.push_back(all[i]);
   // Two programs (PTX: same lowered names, no ptxas time), compiled on two threads.
   const size_t half = names.size() / 2;
   const std::vector<std::string> parts[2] = {{names.begin(), names.begin() + half}, {names.begin() + half, names.end()}};

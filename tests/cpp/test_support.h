@@ -159,8 +159,10 @@ inline HostTensor random_segments(int64_t B, int64_t L, std::mt19937& rng, int m
 // most this many steps (a multiple of 8, so aligned rows stay aligned); every variant and path
 // that fits still runs.
 #if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
 constexpr int64_t kMaxLen = 296;
 #else
+constexpr bool kSanitized = false;
 constexpr int64_t kMaxLen = INT64_MAX;
 #endif
 
