@@ -6,6 +6,7 @@ The header line printed by pytest says which package and which libcc1d were load
 """
 
 import os
+import random
 import zlib
 from pathlib import Path
 
@@ -17,15 +18,24 @@ from causal_conv1d import _diag, _dispatch, _lib, _ops, _torch_lib
 from helpers import build_artifact
 
 
+# This run's seed: CC1D_TEST_SEED when set (to replay a failure, as the C++ tests do), else fresh.
+SEED = int(os.environ.get("CC1D_TEST_SEED") or random.SystemRandom().randrange(1 << 32))
+
+
 def pytest_report_header(config):
     lib = _lib.library()
     where = lib.path if lib is not None else f"NOT LOADED ({_lib.load_error()})"
     return [
+        f"random seed {SEED} (replay with CC1D_TEST_SEED={SEED})",
         f"causal_conv1d {causal_conv1d.package_version} (API {causal_conv1d.__version__}) from {causal_conv1d.__file__}",
         f"libcc1d: {where}",
         f"torch {torch.__version__} (cuda {torch.version.cuda}, available: {torch.cuda.is_available()}); "
         f"ops: {_ops.mode('fwd')}",
     ]
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"random seed {SEED} (replay with CC1D_TEST_SEED={SEED})")  # shown under -q too
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +51,9 @@ def _isolate(monkeypatch):
 
 @pytest.fixture
 def gen(request):
-    """A torch.Generator seeded from the test's id: fresh inputs per test, reproducible."""
-    return torch.Generator().manual_seed(zlib.crc32(request.node.nodeid.encode()))
+    """A torch.Generator seeded from the run's seed and the test's id: fresh inputs per test and
+    per run, reproducible with CC1D_TEST_SEED."""
+    return torch.Generator().manual_seed(zlib.crc32(request.node.nodeid.encode()) ^ SEED)
 
 
 @pytest.fixture
