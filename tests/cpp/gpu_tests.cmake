@@ -135,6 +135,16 @@ cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} PROPS FIXTU
 cc1d_backend_test(cache_warm "disk cache warm" COMPILES ENV ${_fake} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
 set_tests_properties(nvrtc_backend.cache_warm PROPERTIES ENVIRONMENT
   "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
+# The same cache, with kernel sources whose bwd.cuh alone differs (copied when the test runs, so
+# the other files match the embedded ones): the forward's entry must still serve.
+set(_edited ${CMAKE_CURRENT_BINARY_DIR}/kernels_bwd_edited)
+add_test(NAME nvrtc_backend.kernels_bwd_edited COMMAND sh -c
+  "rm -rf '${_edited}' && cp -r '${PROJECT_SOURCE_DIR}/kernels_src' '${_edited}' && echo '// an edit of the backward alone' >> '${_edited}/bwd.cuh'")
+set_tests_properties(nvrtc_backend.kernels_bwd_edited PROPERTIES FIXTURES_SETUP kernels_bwd_edited LABELS "nvrtc;asan")
+cc1d_backend_test(cache_other_op "disk cache after another op's edit" COMPILES)
+set_tests_properties(nvrtc_backend.cache_other_op PROPERTIES FIXTURES_REQUIRED "nvrtc_disk_cache;kernels_bwd_edited"
+  ENVIRONMENT
+  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CAUSAL_CONV1D_KERNEL_DIR=${_edited};CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
 
 # ---- cc1d_self_test (what `causal-conv1d doctor` runs per device), one process per scenario ---
 cc1d_add_test(test_self_test SOURCES ${CC1D_GPU_TEST_DIR}/test_self_test.cpp LIBS cc1d::cc1d

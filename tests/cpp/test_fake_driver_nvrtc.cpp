@@ -29,12 +29,12 @@ namespace {
 
 std::shared_ptr<cc1d::NvrtcLib> g_nvrtc;
 
-// One NVRTC program (the runtime's compile_kernels) instantiating every name in `names`, for
-// `target`: "sm_90" (a cubin) or "compute_90" (PTX).
+// One NVRTC program of the forward's sources (as the runtime compiles them) instantiating every
+// name in `names`, for `target`: "sm_90" (a cubin) or "compute_90" (PTX).
 cc1d::CompiledProgram compile_all(const std::vector<std::string>& names, const std::string& target) {
   const bool ptx = target.compare(0, 8, "compute_") == 0;
-  return cc1d::compile_kernels(*g_nvrtc, cc1d::load_kernel_sources(), names,
-                               ptx ? cc1d::CodeKind::Ptx : cc1d::CodeKind::Cubin,
+  const cc1d::KernelSources fwd = cc1d::op_kernel_sources(cc1d::load_kernel_sources(), cc1d::kFwdOp.kernel_file);
+  return cc1d::compile_kernels(*g_nvrtc, fwd, names, ptx ? cc1d::CodeKind::Ptx : cc1d::CodeKind::Cubin,
                                std::atoi(target.c_str() + (ptx ? 8 : 3)));
 }
 

@@ -463,6 +463,20 @@ TEST_CASE("disk cache warm") {
   CHECK(count("cuModuleLoadData") == 4);
 }
 
+// Kernel sources whose bwd.cuh alone was edited, over the cold scenario's cache: an op's entries
+// are keyed by its own files, so the forward's still serves and the backward's three compile.
+TEST_CASE("disk cache after another op's edit") {
+  Problem p;
+  ok(p);
+  std::mt19937 rng = test_rng(80);
+  bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
+  const std::string r = report();
+  INFO(r);
+  CHECK(occurrences(r, "\"origin\": \"disk cache\"") == 1);
+  CHECK(occurrences(r, "\"origin\": \"compiled\"") == 3);
+  CHECK(has(r, "\"writes\": 3"));
+}
+
 // Scenarios that compile (CC1D_TEST_NEEDS_NVRTC=1) exit 77 (ctest: skipped) when the library
 // finds no usable NVRTC at all; the report is exactly what the backend itself discovered.
 int main(int argc, char** argv) {

@@ -49,7 +49,7 @@ std::shared_ptr<NvrtcLib> find_nvrtc() {
 
 bool have_nvrtc() { return find_nvrtc() != nullptr; }
 
-// One NVRTC program: several variants for one target.
+// One NVRTC program: several variants of one op for one target.
 struct Job {
   std::vector<std::string> names;
   int arch;
@@ -64,7 +64,9 @@ struct Outcome {
 // Compiles every job on `threads` threads; returns outcomes in job order.
 std::vector<Outcome> compile_all(const std::vector<Job>& jobs, int threads, double* wall_ms) {
   const NvrtcLib& nvrtc = *find_nvrtc();
-  const KernelSources src = load_kernel_sources();
+  const KernelSources all = load_kernel_sources();
+  std::vector<KernelSources> src;  // each job's op's sources, as the runtime compiles them
+  for (const Job& j : jobs) src.push_back(op_kernel_sources(all, find_kernel_op(j.names[0])->kernel_file));
   std::vector<Outcome> out(jobs.size());
   std::atomic<size_t> next{0};
   const auto t0 = std::chrono::steady_clock::now();
@@ -73,7 +75,7 @@ std::vector<Outcome> compile_all(const std::vector<Job>& jobs, int threads, doub
     pool.emplace_back([&] {
       for (size_t i; (i = next++) < jobs.size();) {
         try {
-          out[i].program = compile_kernels(nvrtc, src, jobs[i].names, jobs[i].kind, jobs[i].arch);
+          out[i].program = compile_kernels(nvrtc, src[i], jobs[i].names, jobs[i].kind, jobs[i].arch);
         } catch (const std::exception& e) {
           out[i].error = e.what();
         }
@@ -84,12 +86,17 @@ std::vector<Outcome> compile_all(const std::vector<Job>& jobs, int threads, doub
   return out;
 }
 
-// Jobs of at most `per_program` names each, for one target.
+// Jobs of at most `per_program` names of one op each, for one target.
 std::vector<Job> programs(const std::vector<std::string>& names, int arch, size_t per_program) {
   std::vector<Job> jobs;
-  for (size_t i = 0; i < names.size(); i += per_program)
-    jobs.push_back({std::vector<std::string>(names.begin() + i, names.begin() + std::min(names.size(), i + per_program)),
-                    arch, CodeKind::Cubin});
+  const OpEntry* last = nullptr;
+  for (const std::string& n : names) {
+    const OpEntry* op = find_kernel_op(n);
+    REQUIRE_MESSAGE(op != nullptr, n);
+    if (op != last || jobs.back().names.size() == per_program) jobs.push_back({{}, arch, CodeKind::Cubin});
+    jobs.back().names.push_back(n);
+    last = op;
+  }
   return jobs;
 }
 
@@ -152,8 +159,9 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
   names.push_back(update_kernel_name(CC1D_FLOAT32, CC1D_BFLOAT16, 8));
   names.push_back(varlen_kernel_name(CC1D_BFLOAT16, true));  // the varlen states: both paths
   names.push_back(varlen_kernel_name(CC1D_FLOAT32, false));
-  std::vector<Job> jobs;
-  for (int arch : nvrtc.facts.archs) jobs.push_back({names, arch, CodeKind::Cubin});
+  std::vector<Job> jobs;  // a program per op and SM
+  for (int arch : nvrtc.facts.archs)
+    for (const Job& j : programs(names, arch, names.size())) jobs.push_back(j);
   double wall = 0;
   const auto out = compile_all(jobs, 2, &wall);
   check_cubins(jobs, out);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -137,6 +138,50 @@ TEST_CASE("kernel sources: embedded by default, a directory when set, digest ove
   }
   setenv("CAUSAL_CONV1D_KERNEL_DIR", (dir + "/missing").c_str(), 1);
   CHECK_THROWS_AS(load_kernel_sources(), Error);
+  unsetenv("CAUSAL_CONV1D_KERNEL_DIR");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("kernel sources of one op: the file, what it includes, and a digest of exactly those") {
+  unsetenv("CAUSAL_CONV1D_KERNEL_DIR");
+  const KernelSources emb = load_kernel_sources();
+  const KernelSources fwd = op_kernel_sources(emb, "fwd.cuh");
+  CHECK(fwd.main_name == "op_fwd.cu");
+  CHECK(fwd.main_source == "#include \"fwd.cuh\"\n");
+  CHECK(fwd.header_names == std::vector<std::string>{"cc1d_types.cuh", "common.cuh", "fwd.cuh", "fwd_params.h"});
+  CHECK(fwd.origin == "embedded");
+  const KernelSources bwd = op_kernel_sources(emb, "bwd.cuh");  // its layouts' files, through bwd.cuh
+  for (const char* f : {"bwd.cuh", "bwd_common.cuh", "bwd_time_vec.cuh", "bwd_params.h", "common.cuh"})
+    CHECK_MESSAGE(std::count(bwd.header_names.begin(), bwd.header_names.end(), f) == 1, f);
+  CHECK(std::count(bwd.header_names.begin(), bwd.header_names.end(), "fwd.cuh") == 0);
+  CHECK(fwd.hash != bwd.hash);
+  CHECK(fwd.hash != emb.hash);
+
+  // A directory: editing one op's file changes that op's digest only; a shared file, both.
+  const std::string dir = make_dir();
+  write(dir + "/causal_conv1d.cu", "#include \"x.cuh\"\n#include \"y.cuh\"\n");
+  write(dir + "/shared.h", "// shared\n");
+  write(dir + "/x.cuh", "#pragma once\n  #include \"shared.h\"  // indented, with a comment\n");
+  write(dir + "/y.cuh", "#include \"shared.h\"\n#include <not_ours.h>\n");
+  setenv("CAUSAL_CONV1D_KERNEL_DIR", dir.c_str(), 1);
+  const KernelSources x1 = op_kernel_sources(load_kernel_sources(), "x.cuh");
+  const KernelSources y1 = op_kernel_sources(load_kernel_sources(), "y.cuh");
+  CHECK(x1.header_names == std::vector<std::string>{"shared.h", "x.cuh"});
+  CHECK(x1.origin == dir);
+  write(dir + "/y.cuh", "#include \"shared.h\"\n// edited\n");
+  CHECK(op_kernel_sources(load_kernel_sources(), "x.cuh").hash == x1.hash);
+  CHECK(op_kernel_sources(load_kernel_sources(), "y.cuh").hash != y1.hash);
+  write(dir + "/shared.h", "// shared, edited\n");
+  CHECK(op_kernel_sources(load_kernel_sources(), "x.cuh").hash != x1.hash);
+  write(dir + "/x.cuh", "#include \"gone.h\"\n");
+  try {
+    op_kernel_sources(load_kernel_sources(), "x.cuh");
+    FAIL("expected an error for an include that is not there");
+  } catch (const Error& e) {
+    CHECK(e.status() == CC1D_ERR_BACKEND_UNAVAILABLE);
+    CHECK(std::string(e.what()).find("lack gone.h (needed by x.cuh)") != std::string::npos);
+  }
   unsetenv("CAUSAL_CONV1D_KERNEL_DIR");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

@@ -69,7 +69,7 @@ class JitBackend final : public Backend {
     const std::vector<KernelLaunch> launches = op.plan(problem, problem.workspace);
     const JitDevice& dev = tc_->devices()[problem.device_index];
     // Every kernel is compiled and loaded before the first launch: a failure leaves nothing half done.
-    const std::vector<void*> fns = kernels(dev, launches);
+    const std::vector<void*> fns = kernels(dev, op_sources(op), launches);
     for (size_t i = 0; i < launches.size(); ++i) tc_->launch(dev, fns[i], launches[i], stream);
   }
 
@@ -95,14 +95,22 @@ class JitBackend final : public Backend {
     });
   }
 
-  std::vector<void*> kernels(const JitDevice& dev, const std::vector<KernelLaunch>& launches);
-  std::vector<void*> build(const JitDevice& dev, const std::vector<std::string>& names);
+  // The op's kernel sources (op_kernel_sources of the sources in force), made once per op.
+  const KernelSources& op_sources(const OpEntry& op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = op_sources_.find(op.name);
+    if (it == op_sources_.end()) it = op_sources_.emplace(op.name, op_kernel_sources(sources_, kernel_file_of(op))).first;
+    return it->second;  // never erased: the reference outlives the lock
+  }
+  std::vector<void*> kernels(const JitDevice& dev, const KernelSources& src, const std::vector<KernelLaunch>& launches);
+  std::vector<void*> build(const JitDevice& dev, const KernelSources& src, const std::vector<std::string>& names);
 
   cc1d_backend id_;
   std::unique_ptr<Toolchain> tc_;
   std::once_flag probe_once_;
   std::string unavailable_;  // a reason that applies to every device
   KernelSources sources_;
+  std::unordered_map<std::string, KernelSources> op_sources_;  // by op name
   std::unique_ptr<ImageCache> cache_;
   std::mutex mu_;
   std::vector<std::unordered_map<std::string, std::shared_ptr<Slot>>> slots_;  // per device
@@ -111,7 +119,8 @@ class JitBackend final : public Backend {
 
 // The entry points of one call's kernels. Those that no earlier or concurrent call is building
 // are built here, together: what no cache holds is compiled in one program.
-std::vector<void*> JitBackend::kernels(const JitDevice& dev, const std::vector<KernelLaunch>& launches) {
+std::vector<void*> JitBackend::kernels(const JitDevice& dev, const KernelSources& src,
+                                       const std::vector<KernelLaunch>& launches) {
   std::vector<std::shared_ptr<Slot>> slots;
   std::vector<std::string> mine;  // names copied only to build them
   std::vector<std::shared_ptr<Slot>> mine_slots;
@@ -130,7 +139,7 @@ std::vector<void*> JitBackend::kernels(const JitDevice& dev, const std::vector<K
   }
   if (!mine.empty()) {
     try {
-      const std::vector<void*> fns = build(dev, mine);
+      const std::vector<void*> fns = build(dev, src, mine);
       for (size_t i = 0; i < mine.size(); ++i) mine_slots[i]->promise.set_value(fns[i]);
     } catch (...) {
       // Waiters get this error; the next call retries (a failure is never cached).
@@ -144,10 +153,11 @@ std::vector<void*> JitBackend::kernels(const JitDevice& dev, const std::vector<K
   return fns;
 }
 
-std::vector<void*> JitBackend::build(const JitDevice& dev, const std::vector<std::string>& names) {
+std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& src,
+                                     const std::vector<std::string>& names) {
   std::vector<CacheKey> keys;
   for (const std::string& name : names)
-    keys.push_back(CacheKey{sources_.hash, name, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION});
+    keys.push_back(CacheKey{src.hash, name, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION});
   const auto t0 = std::chrono::steady_clock::now();
   // Compile once across processes: hits, or this process compiles while the others wait.
   std::vector<std::string> origins;
@@ -158,7 +168,7 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const std::vector<std
         std::vector<std::string> todo;
         for (size_t i : missing) todo.push_back(names[i]);
         compiled = todo.size();
-        return tc_->compile(sources_, todo, dev);
+        return tc_->compile(src, todo, dev);
       },
       &origins);
   std::vector<void*> fns;

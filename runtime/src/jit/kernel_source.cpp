@@ -83,4 +83,44 @@ KernelSources load_kernel_sources() {
   return ks;
 }
 
+KernelSources op_kernel_sources(const KernelSources& all, const std::string& kernel_file) {
+  auto source_of = [&](const std::string& name) -> const std::string& {
+    for (size_t i = 0; i < all.header_names.size(); ++i)
+      if (all.header_names[i] == name) return all.header_sources[i];
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "kernel sources from " + all.origin + " lack " + name + " (needed by " +
+                                           kernel_file + "); point CAUSAL_CONV1D_KERNEL_DIR at a whole copy of "
+                                           "kernels_src/ or unset it");
+  };
+  // The closure of kernel_file under #include "name" (kernels_src includes nothing else). NVRTC
+  // is offered these files alone, so an include this scan missed fails the compile loudly rather
+  // than leaving a file out of the hash.
+  std::vector<std::string> names = {kernel_file};
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::istringstream in(source_of(names[i]));
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find_first_not_of(" \t");
+      if (at == std::string::npos || line.compare(at, 10, "#include \"") != 0) continue;
+      const size_t end = line.find('"', at + 10);
+      const std::string inc = line.substr(at + 10, end == std::string::npos ? std::string::npos : end - at - 10);
+      if (std::find(names.begin(), names.end(), inc) == names.end()) names.push_back(inc);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  KernelSources ks;
+  ks.origin = all.origin;
+  ks.main_name = "op_" + kernel_file.substr(0, kernel_file.find('.')) + ".cu";
+  ks.main_source = "#include \"" + kernel_file + "\"\n";
+  Sha256 h;
+  h.update_field(ks.main_name);
+  h.update_field(ks.main_source);
+  for (const std::string& n : names) {
+    ks.header_names.push_back(n);
+    ks.header_sources.push_back(source_of(n));
+    h.update_field(n);
+    h.update_field(ks.header_sources.back());
+  }
+  ks.hash = h.hex_digest();
+  return ks;
+}
+
 }  // namespace cc1d

@@ -22,11 +22,17 @@ struct KernelSources {
   std::string main_source;
   std::vector<std::string> header_names;  // every other file, offered to NVRTC as headers
   std::vector<std::string> header_sources;
-  std::string hash;  // hex digest of every name and byte: part of every cache key
+  std::string hash;  // hex digest of every name and byte (op_kernel_sources': part of its cache keys)
 };
 
 // The sources in force (CAUSAL_CONV1D_KERNEL_DIR or embedded). Reads the directory on each
 // call; throws Error(CC1D_ERR_BACKEND_UNAVAILABLE) if it lacks causal_conv1d.cu.
 KernelSources load_kernel_sources();
+
+// What one op's kernels compile from: a main file that includes only `kernel_file` (the op's
+// kernels_src file, e.g. "fwd.cuh"), the files it reaches through #include "...", and the hash
+// of exactly those, so that editing another op's kernels keeps this op's cached images. Throws
+// Error(CC1D_ERR_BACKEND_UNAVAILABLE) when `all` lacks the file or one it includes.
+KernelSources op_kernel_sources(const KernelSources& all, const std::string& kernel_file);
 
 }  // namespace cc1d

@@ -51,6 +51,7 @@ bool is_integer(const std::string& s) {
 
 struct Job {
   const OpEntry* op;
+  const KernelSources* sources;  // the op's (op_kernel_sources)
   std::string kernel;
   const JitDevice* device;
   // results
@@ -119,13 +120,17 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
   config.lock_timeout_s = default_lock_timeout_s();
   ImageCache cache(config);
 
+  std::vector<KernelSources> op_sources;  // all_ops() order
+  for (const OpEntry* op : all_ops())
+    op_sources.push_back(op->kernels ? op_kernel_sources(sources, kernel_file_of(*op)) : KernelSources{});
   std::vector<Job> jobs;
   for (const JitDevice& dev : tc.devices())
-    for (const OpEntry* op : all_ops()) {
+    for (size_t o = 0; o < all_ops().size(); ++o) {
+      const OpEntry* op = all_ops()[o];
       if (op->kernels == nullptr || (!req.ops.empty() && std::count(req.ops.begin(), req.ops.end(), (int)op->id) == 0))
         continue;
       for (const std::string& k : filter_variants(op->kernels(), req.dtypes, req.widths))
-        jobs.push_back(Job{op, k, &dev, "", "", "", 0, 0});
+        jobs.push_back(Job{op, &op_sources[o], k, &dev, "", "", "", 0, 0});
     }
   if (jobs.empty()) fail(CC1D_ERR_INVALID_ARGUMENT, "precompile: no kernel variant matches the ops, dtypes and widths asked for");
 
@@ -136,11 +141,11 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
     for (size_t i; (i = next++) < jobs.size();) {
       Job& j = jobs[i];
       const JitDevice& dev = *j.device;
-      const CacheKey key{sources.hash, j.kernel, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION};
+      const CacheKey key{j.sources->hash, j.kernel, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION};
       j.key = key.digest();
       const auto s = std::chrono::steady_clock::now();
       try {
-        j.bytes = cache.get_or_compile(key, [&] { return tc.compile(sources, {j.kernel}, dev)[0]; }, &j.origin).image.size();
+        j.bytes = cache.get_or_compile(key, [&] { return tc.compile(*j.sources, {j.kernel}, dev)[0]; }, &j.origin).image.size();
       } catch (const std::exception& e) {
         j.error = first_line(e.what());
       }

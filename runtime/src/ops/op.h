@@ -56,6 +56,9 @@ struct OpEntry {
   // at `workspace`); null when the op has no GPU kernel.
   std::vector<KernelLaunch> (*plan)(const Problem&, void* workspace);
   std::vector<std::string> (*kernels)();         // every name expression plan() can choose
+  // Its file in kernels_src ("fwd.cuh"): a JIT backend compiles the op's kernels from it and
+  // what it includes, and keys their cached images by those files alone.
+  const char* kernel_file;
   void (*host_kernels)(std::vector<emu::HostKernel>&);  // the emulator's instantiations, or null
 };
 
@@ -73,5 +76,9 @@ const char* kernel_type_name(cc1d_dtype dtype);
 const std::vector<const OpEntry*>& all_ops();
 // The op with that id, or nullptr.
 const OpEntry* find_op(int32_t id);
+// The op whose kernels() lists name expression `kernel`, or nullptr (for tools and tests).
+const OpEntry* find_kernel_op(const std::string& kernel);
+// op.kernel_file; throws Error(CC1D_ERR_INTERNAL) for an op that has kernels but names no file.
+const char* kernel_file_of(const OpEntry& op);
 
 }  // namespace cc1d

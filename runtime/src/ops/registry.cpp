@@ -5,6 +5,8 @@
 #include "ops/varlen/varlen_op.h"
 #include "ops/op.h"
 
+#include "core/error.h"
+
 namespace cc1d {
 
 const std::vector<const OpEntry*>& all_ops() {
@@ -28,6 +30,19 @@ const char* kernel_type_name(cc1d_dtype dtype) {
 const OpEntry* find_op(int32_t id) {
   for (const OpEntry* op : all_ops())
     if (op->id == id) return op;
+  return nullptr;
+}
+
+const char* kernel_file_of(const OpEntry& op) {
+  if (op.kernel_file == nullptr) fail(CC1D_ERR_INTERNAL, std::string("op '") + op.name + "' names no kernel file");
+  return op.kernel_file;
+}
+
+const OpEntry* find_kernel_op(const std::string& kernel) {
+  for (const OpEntry* op : all_ops())
+    if (op->kernels != nullptr)
+      for (const std::string& k : op->kernels())
+        if (k == kernel) return op;
   return nullptr;
 }
 

@@ -113,7 +113,7 @@ static void bwd_host_kernels(std::vector<emu::HostKernel>& out) {
 static constexpr void (*bwd_host_kernels)(std::vector<emu::HostKernel>&) = nullptr;
 #endif
 
-const OpEntry kBwdOp{CC1D_OP_BWD, "bwd", bwd_cpu, plan_bwd, all_bwd_kernels, bwd_host_kernels};
+const OpEntry kBwdOp{CC1D_OP_BWD, "bwd", bwd_cpu, plan_bwd, all_bwd_kernels, "bwd.cuh", bwd_host_kernels};
 
 }  // namespace cc1d
 

@@ -73,7 +73,7 @@ static void fwd_host_kernels(std::vector<emu::HostKernel>& out) {
 static constexpr void (*fwd_host_kernels)(std::vector<emu::HostKernel>&) = nullptr;
 #endif
 
-const OpEntry kFwdOp{CC1D_OP_FWD, "fwd", fwd_cpu, one_launch<plan_fwd>, all_fwd_kernels, fwd_host_kernels};
+const OpEntry kFwdOp{CC1D_OP_FWD, "fwd", fwd_cpu, one_launch<plan_fwd>, all_fwd_kernels, "fwd.cuh", fwd_host_kernels};
 
 }  // namespace cc1d
 

@@ -158,7 +158,7 @@ static void (*const update_host_kernels)(std::vector<emu::HostKernel>&) = nullpt
 #endif
 
 const OpEntry kUpdateOp{CC1D_OP_UPDATE, "update", update_cpu, one_launch<plan_update>, all_update_kernels,
-                        update_host_kernels};
+                        "update.cuh", update_host_kernels};
 
 }  // namespace cc1d
 

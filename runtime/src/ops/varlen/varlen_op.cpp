@@ -138,7 +138,7 @@ static void (*const varlen_host_kernels)(std::vector<emu::HostKernel>&) = nullpt
 #endif
 
 const OpEntry kVarlenOp{CC1D_OP_VARLEN_STATES, "varlen_states", varlen_cpu, one_launch<plan_varlen>,
-                        all_varlen_kernels, varlen_host_kernels};
+                        all_varlen_kernels, "varlen.cuh", varlen_host_kernels};
 
 }  // namespace cc1d
 
