@@ -435,26 +435,29 @@ TEST_CASE("launch error") {
   CHECK(count("cuLaunchKernel") == 1);  // the driver was reached and said no
 }
 
-// A forward call (one kernel) and a backward call (three, compiled in one program); the warm
-// process finds each kernel in its own entry, the backward's three included.
-TEST_CASE("disk cache cold") {
-  clean_cache_dir();
+// The disk cache scenarios' calls: a forward (one kernel) and a backward (three, compiled in one
+// program). Returns the report.
+namespace {
+std::string forward_and_backward() {
   Problem p;
   ok(p);
   std::mt19937 rng = test_rng(80);
   bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
-  const std::string r = report();
+  return report();
+}
+}  // namespace
+
+// The warm process finds each kernel in its own entry, the backward's three included.
+TEST_CASE("disk cache cold") {
+  clean_cache_dir();
+  const std::string r = forward_and_backward();
   CHECK(occurrences(r, "\"origin\": \"compiled\"") == 4);
   CHECK(occurrences(r, "\"program_kernels\": 3") == 3);
   CHECK(has(r, "\"writes\": 4"));
 }
 
 TEST_CASE("disk cache warm") {
-  Problem p;
-  ok(p);
-  std::mt19937 rng = test_rng(80);
-  bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
-  const std::string r = report();
+  const std::string r = forward_and_backward();
   INFO(r);
   CHECK(occurrences(r, "\"origin\": \"disk cache\"") == 4);
   CHECK(has(r, "\"misses\": 0"));
@@ -466,11 +469,7 @@ TEST_CASE("disk cache warm") {
 // Kernel sources whose bwd.cuh alone was edited, over the cold scenario's cache: an op's entries
 // are keyed by its own files, so the forward's still serves and the backward's three compile.
 TEST_CASE("disk cache after another op's edit") {
-  Problem p;
-  ok(p);
-  std::mt19937 rng = test_rng(80);
-  bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
-  const std::string r = report();
+  const std::string r = forward_and_backward();
   INFO(r);
   CHECK(occurrences(r, "\"origin\": \"disk cache\"") == 1);
   CHECK(occurrences(r, "\"origin\": \"compiled\"") == 3);
