@@ -474,6 +474,15 @@ TEST_CASE("disk cache after another op's edit") {
   CHECK(occurrences(r, "\"origin\": \"disk cache\"") == 1);
   CHECK(occurrences(r, "\"origin\": \"compiled\"") == 3);
   CHECK(has(r, "\"writes\": 3"));
+  // The report gives each op's digest (its cache keys'): 64 hex digits, one per op.
+  const auto digest = [&](const char* op) {
+    const size_t at = r.find(std::string("\"") + op + "\": \"", r.find("\"ops\": {"));
+    return at == std::string::npos ? std::string() : r.substr(at + std::strlen(op) + 5, 64);
+  };
+  CHECK(digest("fwd").find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(digest("fwd").size() == 64);
+  CHECK(digest("bwd").size() == 64);
+  CHECK(digest("fwd") != digest("bwd"));
 }
 
 // Scenarios that compile (CC1D_TEST_NEEDS_NVRTC=1) exit 77 (ctest: skipped) when the library
