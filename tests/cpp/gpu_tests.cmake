@@ -78,7 +78,7 @@ set_tests_properties(test_nvrtc_compile_all PROPERTIES LABELS "nvrtc;slow"
                      PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed")
 
 # ---- the backend through the public C ABI, one process per environment --------------------
-add_executable(test_nvrtc_backend ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend.cpp)
+add_executable(test_nvrtc_backend ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend.cpp ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend_ops.cpp)
 target_link_libraries(test_nvrtc_backend PRIVATE doctest::doctest cc1d::cc1d ${CMAKE_DL_LIBS} Threads::Threads)
 target_include_directories(test_nvrtc_backend PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}
                            ${PROJECT_SOURCE_DIR}/runtime/include)
