@@ -147,10 +147,8 @@ int main(int argc, char** argv) {
     const NvrtcLib& nvrtc = *cands[ch.index].lib;
     for (size_t i = 0; i < names.size(); ++i) {
       try {
-        const OpEntry* op = find_kernel_op(names[i].name);
-        if (op == nullptr) fail(CC1D_ERR_INTERNAL, "no op lists " + names[i].name);
         const CompiledImage img =
-            compile_kernel(nvrtc, op_kernel_sources(all_src, kernel_file_of(*op)), names[i].name, CodeKind::Cubin, arch);
+            compile_kernel(nvrtc, kernel_sources_of(all_src, names[i].name), names[i].name, CodeKind::Cubin, arch);
         const std::string file = std::to_string(i) + ".sm_" + std::to_string(arch) + ".cubin";
         FILE* f = std::fopen((dir + "/" + file).c_str(), "wb");
         if (f == nullptr || std::fwrite(img.image.data(), 1, img.image.size(), f) != img.image.size()) {

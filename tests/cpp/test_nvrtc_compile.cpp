@@ -66,7 +66,7 @@ std::vector<Outcome> compile_all(const std::vector<Job>& jobs, int threads, doub
   const NvrtcLib& nvrtc = *find_nvrtc();
   const KernelSources all = load_kernel_sources();
   std::vector<KernelSources> src;  // each job's op's sources, as the runtime compiles them
-  for (const Job& j : jobs) src.push_back(op_kernel_sources(all, find_kernel_op(j.names[0])->kernel_file));
+  for (const Job& j : jobs) src.push_back(kernel_sources_of(all, j.names[0]));
   std::vector<Outcome> out(jobs.size());
   std::atomic<size_t> next{0};
   const auto t0 = std::chrono::steady_clock::now();

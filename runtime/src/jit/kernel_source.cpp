@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "jit/hash.h"
+#include "ops/op.h"
 
 namespace cc1d {
 
@@ -121,6 +122,12 @@ KernelSources op_kernel_sources(const KernelSources& all, const std::string& ker
   }
   ks.hash = h.hex_digest();
   return ks;
+}
+
+KernelSources kernel_sources_of(const KernelSources& all, const std::string& kernel) {
+  const OpEntry* op = find_kernel_op(kernel);
+  if (op == nullptr) fail(CC1D_ERR_INTERNAL, "no op lists the kernel " + kernel);
+  return op_kernel_sources(all, kernel_file_of(*op));
 }
 
 }  // namespace cc1d

@@ -34,5 +34,8 @@ KernelSources load_kernel_sources();
 // of exactly those, so that editing another op's kernels keeps this op's cached images. Throws
 // Error(CC1D_ERR_BACKEND_UNAVAILABLE) when `all` lacks the file or one it includes.
 KernelSources op_kernel_sources(const KernelSources& all, const std::string& kernel_file);
+// op_kernel_sources of the op whose kernels() lists name expression `kernel` (tools and tests,
+// which start from a name); throws Error(CC1D_ERR_INTERNAL) when no op lists it.
+KernelSources kernel_sources_of(const KernelSources& all, const std::string& kernel);
 
 }  // namespace cc1d
