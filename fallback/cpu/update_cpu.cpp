@@ -125,7 +125,10 @@ void update_cpu(const Problem& problem) {
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t b = item / runs, c0 = (item % runs) * kChannelRun, c1 = std::min(p.dim, c0 + kChannelRun);
+      const int64_t b = item / runs, c0 = (item % runs) * kChannelRun;
+      // The SIMD step takes this chunk's later runs of row b too: one call, one zero-padded tail.
+      if (fast) item = std::min(end, (b + 1) * runs) - 1;
+      const int64_t c1 = std::min(p.dim, (item % runs + 1) * kChannelRun);
       const int64_t row = p.conv_state_indices.present() ? index_at(p.conv_state_indices, b) : b;
       const int64_t n = (c1 - c0) * p.seqlen;
       const int64_t o = b * out.strides[0] + c0 * out.strides[1];

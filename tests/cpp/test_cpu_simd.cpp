@@ -39,7 +39,7 @@ TEST_CASE("every SIMD build: silu special values in every lane, as aten and the 
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
     // Each special value at every position modulo the vector width, tails included.
-    for (int n = 1; n <= 3 * k->width + 1; ++n)
+    for (int n = 1; n <= 5 * k->width + 1; ++n)  // (four vectors at a time, then one)
       for (int pos = 0; pos < n; ++pos) {
         const float specials[] = {-inf, inf, nan, -100.f, 100.f, 0.f, -0.f};
         for (float sv : specials) {
@@ -187,6 +187,12 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
           for (int64_t D : {int64_t(5), int64_t(k->width), int64_t(600)})
             run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, W, false, D != 5, false, D != 600, D != 5, true}, rng,
                             CC1D_BACKEND_CPU);
+    // Enough rows for the pool: its chunks of 51 work items (2 runs of up to 512 channels a row)
+    // start and end inside a row, and each call takes a chunk's runs of one row at once.
+    for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
+      for (bool gather : {false, true})
+        run_update_case(UpdateCase{xdt, xdt, 4, 60, 1000, 1, 4, false, gather, false, true, true, true}, rng,
+                        CC1D_BACKEND_CPU);
   }
   cc1d::simd_override_for_testing(nullptr);
 }
