@@ -183,19 +183,9 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
 
 std::string JitBackend::report_json() {
   probe();
-  // Each op's digest, the one in its cache keys: which op's kernels a changed source reaches.
-  std::string ops;
-  if (!sources_.main_source.empty())  // the sources loaded
-    for (const OpEntry* op : all_ops())
-      if (op->kernels != nullptr) {
-        std::string digest;
-        try {
-          digest = op_sources(*op).hash;
-        } catch (const Error& e) {
-          digest = std::string("unavailable: ") + e.what();  // a kernel dir without one of its files
-        }
-        ops += (ops.empty() ? "" : ", ") + json_quote(op->name) + ": " + json_quote(digest);
-      }
+  const std::string ops = sources_.main_source.empty()  // the sources did not load
+                              ? std::string()
+                              : op_digests_json([&](const OpEntry& op) { return op_sources(op).hash; });
   std::string j = "{\"compiled_in\": true, \"available\": " + std::string(unavailable_.empty() ? "true" : "false") +
                   ", \"reason\": " + json_quote(unavailable_) + ", " + tc_->report_members() +
                   ", \"kernel_sources\": {\"origin\": " + json_quote(sources_.origin) +

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "jit/hash.h"
 #include "ops/op.h"
 
@@ -128,6 +129,21 @@ KernelSources kernel_sources_of(const KernelSources& all, const std::string& ker
   const OpEntry* op = find_kernel_op(kernel);
   if (op == nullptr) fail(CC1D_ERR_INTERNAL, "no op lists the kernel " + kernel);
   return op_kernel_sources(all, kernel_file_of(*op));
+}
+
+std::string op_digests_json(const std::function<std::string(const OpEntry&)>& hash_of) {
+  std::string j;
+  for (const OpEntry* op : all_ops()) {
+    if (op->kernels == nullptr) continue;
+    std::string digest;
+    try {
+      digest = hash_of(*op);
+    } catch (const Error& e) {
+      digest = std::string("unavailable: ") + e.what();
+    }
+    j += (j.empty() ? "" : ", ") + json_quote(op->name) + ": " + json_quote(digest);
+  }
+  return j;
 }
 
 }  // namespace cc1d

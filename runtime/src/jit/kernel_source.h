@@ -2,10 +2,13 @@
 // CAUSAL_CONV1D_KERNEL_DIR so a kernel can be patched without rebuilding libcc1d.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace cc1d {
+
+struct OpEntry;
 
 struct EmbeddedFile {
   const char* name;  // file name, e.g. "fwd.cuh"
@@ -37,5 +40,11 @@ KernelSources op_kernel_sources(const KernelSources& all, const std::string& ker
 // op_kernel_sources of the op whose kernels() lists name expression `kernel` (tools and tests,
 // which start from a name); throws Error(CC1D_ERR_INTERNAL) when no op lists it.
 KernelSources kernel_sources_of(const KernelSources& all, const std::string& kernel);
+
+// The JSON members "<op>": "<digest>" of every op with kernels, in registry order: hash_of(op),
+// the digest in that op's cache keys, or "unavailable: <why>" when it throws (a kernel dir
+// without one of the op's files). The report and precompile's manifest both carry them, so a
+// recompile after an edit or an upgrade can be traced to the op whose kernels changed.
+std::string op_digests_json(const std::function<std::string(const OpEntry&)>& hash_of);
 
 }  // namespace cc1d

@@ -187,7 +187,9 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
       "{\"manifest\": \"causal-conv1d precompile\", \"library_version\": " + json_quote(cc1d_version()) +
       ", \"abi_version\": " + std::to_string(CC1D_ABI_VERSION) + ", \"entries_dir\": " + json_quote(kEntriesSubdir) +
       ", \"kernel_sources\": {\"origin\": " + json_quote(sources.origin) + ", \"hash\": " + json_quote(sources.hash) +
-      "}, \"toolchain\": {" + tc.report_members() + "}, \"archs\": [" + archs + "], \"variants\": [" + variants +
+      ", \"ops\": {" + op_digests_json([&](const OpEntry& op) {
+        return op_sources[std::find(all_ops().begin(), all_ops().end(), &op) - all_ops().begin()].hash;
+      }) + "}}, \"toolchain\": {" + tc.report_members() + "}, \"archs\": [" + archs + "], \"variants\": [" + variants +
       "], \"errors\": [" + errors + "], \"totals\": {\"variants\": " + std::to_string(jobs.size()) +
       ", \"compiled\": " + std::to_string(compiled) + ", \"already_present\": " +
       std::to_string(jobs.size() - compiled - failed) + ", \"failed\": " + std::to_string(failed) +
