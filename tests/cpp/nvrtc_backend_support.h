@@ -129,6 +129,16 @@ inline size_t occurrences(const std::string& s, const std::string& frag) {
   return n;
 }
 
+// The launch path allocated, copied and synchronised nothing (what CUDA-graph capture needs),
+// and the last launch ran a kernel whose name holds `kernel`, on the caller's `stream`.
+inline void check_graph_safe_launch(const char* kernel, void* stream) {
+  for (const char* k : {"mem_alloc", "mem_free", "memcpy", "memset", "synchronize"}) CHECK(count(k) == 0);
+  cc1d_fake_launch l{};
+  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  CHECK(has(l.kernel, kernel));
+  CHECK(l.stream == stream);
+}
+
 // A forward problem on "CUDA" device `dev`: random inputs in host memory, which the fake
 // driver's emulated launch reads and writes as device memory; out starts as NaN.
 struct Problem {
