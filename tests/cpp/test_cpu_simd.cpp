@@ -39,7 +39,7 @@ TEST_CASE("every SIMD build: silu special values in every lane, as aten and the 
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
     // Each special value at every position modulo the vector width, tails included.
-    for (int n = 1; n <= 5 * k->width + 1; ++n)  // (four vectors at a time, then one)
+    for (int n = 1; n <= 9 * k->width + 1; ++n)  // (eight vectors at a time on AVX2, else four; then one)
       for (int pos = 0; pos < n; ++pos) {
         const float specials[] = {-inf, inf, nan, -100.f, 100.f, 0.f, -0.f};
         for (float sv : specials) {
@@ -115,7 +115,7 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
   std::uniform_int_distribution<int> pick(0, 0xffff);
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
-    const long long n = 4 * k->width + 5;
+    const long long n = 8 * k->width + 5;  // a group of by_vectors (4 or 8), then the rest
     std::vector<unsigned short> x(n), out(n);
     for (int trial = 0; trial < 64; ++trial) {
       for (auto& e : x) {
@@ -142,13 +142,13 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
     INFO("build " << k->name);
     cc1d::simd_override_for_testing(k);
     REQUIRE(std::string(cc1d::simd().name) == k->name);
-    // 53 channels and 317 steps: pairs of whole vectors, a single one and a partial one on the
-    // AVX-512 build, channel-last and channel-first; 3 steps: a partial vector only.
+    // 149 channels and 317 steps: groups of by_vectors (8 or 4 vectors), single vectors and a
+    // partial one on every build, channel-last and channel-first; 3 steps: a partial vector only.
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
       for (int width : {1, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
           for (int64_t L : {int64_t(3), int64_t(317)})
-            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, 53, L, true, true, false, width != 4, true}, rng,
+            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, 149, L, true, true, false, width != 4, true}, rng,
                          CC1D_BACKEND_CPU);
   }
   cc1d::simd_override_for_testing(nullptr);
@@ -166,7 +166,7 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
       for (int width : {2, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
           for (int max_segment : {0, 9, 80}) {
-            BwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, 53, 150, true, true, max_segment > 0, true, true};
+            BwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, 149, 150, true, true, max_segment > 0, true, true};
             c.max_segment = std::max(max_segment, 1);
             run_bwd_case(c, rng, CC1D_BACKEND_CPU);
           }
