@@ -197,6 +197,36 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
   cc1d::simd_override_for_testing(nullptr);
 }
 
+TEST_CASE("every SIMD build: the decode step moves state elements bit for bit, signalling NaNs too") {
+  // Each row shifts down one element and takes x: the state is data, never rounded through
+  // floats (a conversion would quiet a signalling NaN). Random bit patterns, NaNs of both kinds
+  // among them; whole groups of vectors and a partial one.
+  std::mt19937 rng = test_rng(206);
+  std::uniform_int_distribution<uint32_t> any;
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    for (int xd : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int W : {2, 4, 8}) {
+        const long long n = 8 * k->width + 3;
+        const size_t eb = xd == CC1D_FLOAT32 ? 4 : 2;
+        const uint32_t snan = xd == CC1D_FLOAT32 ? 0x7f800001u : xd == CC1D_FLOAT16 ? 0x7c01u : 0x7f81u;
+        std::vector<unsigned char> state(n * W * eb), x(2 * n * eb), out(n * 4);
+        const auto put = [&](unsigned char* p, uint32_t v) { std::memcpy(p, &v, eb); };
+        for (size_t i = 0; i < state.size(); i += eb) put(&state[i], any(rng) % 5 ? any(rng) : snan | (any(rng) & 0x8000u));
+        for (size_t i = 0; i < x.size(); i += eb) put(&x[i], any(rng) % 5 ? any(rng) : snan);
+        std::vector<float> w(n * W, 0.25f);
+        const std::vector<unsigned char> before = state;
+        k->decode_rows[W - 1](xd, state.data(), x.data(), CC1D_FLOAT32, w.data(), nullptr, true, out.data(), n);
+        for (long long c = 0; c < n; ++c)
+          for (int i = 0; i < W; ++i) {
+            const unsigned char* want = i + 1 < W ? &before[(c * W + i + 1) * eb] : &x[c * eb];
+            REQUIRE_MESSAGE(std::memcmp(&state[(c * W + i) * eb], want, eb) == 0,
+                            "dtype " << xd << " width " << W << " channel " << c << " element " << i);
+          }
+      }
+  }
+}
+
 TEST_CASE("concurrent parallel_for callers run at the same time") {
   // Each run's first item waits until the other run's first item has started: callers
   // serialised one after the other would never get there.
