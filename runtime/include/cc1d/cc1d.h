@@ -59,6 +59,10 @@
  *                              deterministic-algorithms flag, as args.deterministic).
  *  - CAUSAL_CONV1D_LOG_LEVEL   trace|debug|info|warn|error|off (default warn).
  *  - CAUSAL_CONV1D_NUM_THREADS threads of the cpu and emulate backends (default: all cores).
+ *  - CAUSAL_CONV1D_HUGEPAGES  0|false|no|off: the cpu backend stops asking for transparent huge
+ *                              pages (madvise) on the untouched whole huge pages of an output of
+ *                              two huge pages or more before writing it (default on, where the
+ *                              kernel's THP mode is "madvise"; no data changes either way).
  *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first.
  *  - CAUSAL_CONV1D_NVRTC_SEARCH_PATH  colon-separated roots searched for NVRTC (each root
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).

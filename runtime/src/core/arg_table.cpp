@@ -166,6 +166,7 @@ BoundArgs bind_args(const OpTable& tb, const void* args) {
         bad_arg(tb, tb.rows[w].name, std::string("overlaps ") + tb.rows[o].name +
                                          " in memory; pass separate buffers");
     }
+    if (tb.rows[w].role == Role::Out) out.written[out.nwritten++] = spans[w];
   }
   return out;
 }

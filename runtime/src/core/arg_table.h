@@ -69,6 +69,8 @@ struct BoundArgs {
   int64_t sym[kMaxSymbols];     // symbol values; -1 when no row bound it
   cc1d_device_type device_type = CC1D_DEVICE_CPU;
   int device_index = 0;
+  ByteSpan written[kMaxArgRows];  // the memory of the present Role::Out tensors (overwritten whole)
+  int nwritten = 0;
 };
 
 // Building blocks of the ops' tables (each op names its own symbols in an enum `Sym`).

@@ -7,11 +7,13 @@
 // and is registered by one line in ops/registry.cpp. Backends never name an op: they receive an
 // OpEntry and a validated Problem, and run op.cpu(problem) or launch op.plan(problem, workspace).
 #pragma once
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cc1d/cc1d.h"
+#include "core/arg_table.h"
 
 namespace cc1d {
 
@@ -30,7 +32,19 @@ struct Problem {
   // backend allocates one (filled with 0xff bytes, so a read before a write shows up).
   size_t workspace_bytes = 0;
   void* workspace = nullptr;
+  // The memory of the outputs the op overwrites whole (its Role::Out tensors): the cpu backend
+  // asks for huge pages on their untouched parts (platform/huge_pages.h).
+  ByteSpan outputs[kMaxArgRows];
+  int noutputs = 0;
   virtual ~Problem() = default;
+
+  // The device and the outputs, from the op's validated arguments.
+  void bind(const BoundArgs& b) {
+    device_type = b.device_type;
+    device_index = b.device_index;
+    noutputs = b.nwritten;
+    std::copy(b.written, b.written + b.nwritten, outputs);
+  }
 };
 
 // A kernel launch as every kernel-running backend (nvrtc, emulate) performs it.

@@ -45,8 +45,7 @@ BwdProblem bind_bwd(const cc1d_bwd_args* a) {
   if (a->deterministic != 0 && a->deterministic != 1)
     bad_arg(kTable, "deterministic", "expected 0 or 1, got " + std::to_string(a->deterministic));
   BwdProblem p;
-  p.device_type = b.device_type;
-  p.device_index = b.device_index;
+  p.bind(b);
   p.batch = b.sym[B];
   p.dim = b.sym[D];
   p.seqlen = b.sym[L];

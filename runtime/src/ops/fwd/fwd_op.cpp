@@ -36,8 +36,7 @@ const OpTable kTable{"cc1d_causal_conv1d_fwd", "cc1d_fwd_args", sizeof(cc1d_fwd_
 FwdProblem validate_fwd(const cc1d_fwd_args* a) {
   const BoundArgs b = bind_args(kTable, a);
   FwdProblem p;
-  p.device_type = b.device_type;
-  p.device_index = b.device_index;
+  p.bind(b);
   p.batch = b.sym[B];
   p.dim = b.sym[D];
   p.seqlen = b.sym[L];

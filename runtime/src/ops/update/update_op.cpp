@@ -70,8 +70,7 @@ void check_host_values(const UpdateProblem& p) {
 UpdateProblem validate_update(const cc1d_update_args* a) {
   const BoundArgs b = bind_args(kTable, a);
   UpdateProblem p;
-  p.device_type = b.device_type;
-  p.device_index = b.device_index;
+  p.bind(b);
   p.batch = b.sym[B];
   p.dim = b.sym[D];
   p.seqlen = b.sym[L];

@@ -65,8 +65,7 @@ bool vector_layout(const VarlenProblem& p) {
 VarlenProblem validate_varlen(const cc1d_varlen_states_args* a) {
   const BoundArgs b = bind_args(kTable, a);
   VarlenProblem p;
-  p.device_type = b.device_type;
-  p.device_index = b.device_index;
+  p.bind(b);
   p.total = b.sym[TOTAL];
   p.dim = b.sym[D];
   p.batch = b.sym[B];
