@@ -169,14 +169,7 @@ struct Problem {
   cc1d_status run() { return cc1d_causal_conv1d_fwd(&a); }
   // "" when out matches the float64 reference, else the first mismatch.
   std::string verify() const {
-    RefInputs in;
-    in.x = &x;
-    in.w = &w;
-    in.bias = &bias;
-    in.silu = true;
-    std::vector<double> want, fin;
-    reference_fwd(in, want, fin);
-    return compare(out, want, tolerance(static_cast<int>(x.t.dtype)));
+    return reference_diff(out, x, w, &bias, true);
   }
 };
 

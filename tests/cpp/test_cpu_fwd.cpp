@@ -88,12 +88,7 @@ namespace {
   a.weight = &w.t;
   a.out = &out.t;
   a.backend = CC1D_BACKEND_CPU;
-  RefInputs in;
-  in.x = &x;
-  in.w = &w;
-  std::vector<double> want, fin;
-  reference_fwd(in, want, fin);
-  const bool ok = cc1d_causal_conv1d_fwd(&a) == CC1D_OK && compare(out, want, tolerance(CC1D_FLOAT32)).empty();
+  const bool ok = cc1d_causal_conv1d_fwd(&a) == CC1D_OK && reference_diff(out, x, w, nullptr, false).empty();
   _exit(ok ? 0 : 1);
 }
 

@@ -246,4 +246,18 @@ inline std::string compare(const HostTensor& got, const std::vector<double>& wan
   return "";
 }
 
+// "" when out is the float64 reference forward of x, w and bias (null: none), with no seq_idx or
+// initial states, within out's dtype's tolerance; else the first mismatch.
+inline std::string reference_diff(const HostTensor& out, const HostTensor& x, const HostTensor& w,
+                                  const HostTensor* bias, bool silu) {
+  RefInputs in;
+  in.x = &x;
+  in.w = &w;
+  in.bias = bias;
+  in.silu = silu;
+  std::vector<double> want, fin;
+  reference_fwd(in, want, fin);
+  return compare(out, want, tolerance(static_cast<int>(out.t.dtype)));
+}
+
 }  // namespace cc1d_test

@@ -55,8 +55,7 @@ size_t advise_huge_pages(void* p, size_t n) {
   if (n < 2 * hp || huge_page_mode() != "madvise") return 0;
   if (std::getenv("CAUSAL_CONV1D_HUGEPAGES") != nullptr && !env_flag("CAUSAL_CONV1D_HUGEPAGES")) return 0;
   const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + hp - 1) & ~(hp - 1);
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(hp - 1);
-  if (hi <= lo) return 0;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(hp - 1);  // n >= 2 hp: at least one whole page
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   std::vector<unsigned char> resident((hi - lo) / page);
   if (mincore(reinterpret_cast<void*>(lo), hi - lo, resident.data()) != 0) return 0;
