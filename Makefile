@@ -17,11 +17,11 @@ CCACHE = $(shell command -v ccache 2>/dev/null)
 CMAKE_LAUNCHER = $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE))
 JOBS ?= 2
 BUILD ?= build/cmake
+BUILD_ASAN ?= build/cmake-asan
 # ctest's label `slow` (each such test has a fast representative beside it: test_nvrtc_compile_all,
 # every kernel variant compiled, 5 minutes on 2 cores) runs when CC1D_TEST_SLOW=1, as CI does
 # (.ci/run), so that `make test` stays under 15 minutes on a 2-core machine.
 CTEST_SLOW = $(if $(filter 1,$(CC1D_TEST_SLOW)),,-LE slow)
-BUILD_ASAN ?= build/cmake-asan
 
 .PHONY: demo test setup cpp-test asan-test py-test bench clean
 

@@ -45,9 +45,6 @@ def baseline(x, w, b):
     return F.silu(y)
 
 
-_OFF = ("0", "false", "no", "off")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer repetitions")
@@ -63,7 +60,7 @@ def main():
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads), libcc1d cpu backend: "
           f"{cpu.get('threads')} threads, {cpu.get('simd')} kernels, transparent huge pages "
-          f"{cpu.get('huge_pages')}{' (advice off)' if os.environ.get('CAUSAL_CONV1D_HUGEPAGES') in _OFF else ''}; "
+          f"{cpu.get('huge_pages')}{'' if cpu.get('huge_page_advice') else ' (not advised)'}; "
           f"load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}; median of {reps}\n")
     print("| shape (B,D,L) | dtype | layout | kernel GB/s | % of copy | kernel + seq_idx GB/s | causal_conv1d_fn GB/s "

@@ -90,9 +90,11 @@ TEST_CASE("untouched whole huge pages are advised where the mode is madvise; res
 TEST_CASE("CAUSAL_CONV1D_HUGEPAGES=0 turns the advice off") {
   Fresh f(8 * kHuge);
   setenv("CAUSAL_CONV1D_HUGEPAGES", "0", 1);
+  CHECK_FALSE(cc1d::huge_page_advice_on());
   CHECK(cc1d::advise_huge_pages(f.p, 8 * kHuge) == 0);
   CHECK_FALSE(advised(f.p));
   setenv("CAUSAL_CONV1D_HUGEPAGES", "1", 1);
+  CHECK(cc1d::huge_page_advice_on() == asks());
   CHECK(cc1d::advise_huge_pages(f.p, 8 * kHuge) == (asks() ? 8 * kHuge : 0));
   unsetenv("CAUSAL_CONV1D_HUGEPAGES");
 }

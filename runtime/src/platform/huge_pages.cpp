@@ -49,11 +49,15 @@ const std::string& huge_page_mode() {
   return mode;
 }
 
+bool huge_page_advice_on() {
+  return huge_page_mode() == "madvise" &&
+         (std::getenv("CAUSAL_CONV1D_HUGEPAGES") == nullptr || env_flag("CAUSAL_CONV1D_HUGEPAGES"));
+}
+
 size_t advise_huge_pages(void* p, size_t n) {
 #ifdef __linux__
   const size_t hp = huge_page_bytes();
-  if (n < 2 * hp || huge_page_mode() != "madvise") return 0;
-  if (std::getenv("CAUSAL_CONV1D_HUGEPAGES") != nullptr && !env_flag("CAUSAL_CONV1D_HUGEPAGES")) return 0;
+  if (n < 2 * hp || !huge_page_advice_on()) return 0;
   const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + hp - 1) & ~(hp - 1);
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(hp - 1);  // n >= 2 hp: at least one whole page
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

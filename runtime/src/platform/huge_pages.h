@@ -18,10 +18,14 @@ namespace cc1d {
 // Read once.
 const std::string& huge_page_mode();
 
-// Asks for huge pages on every whole huge page of [p, p + n) that has no resident page, when the
-// mode is "madvise", CAUSAL_CONV1D_HUGEPAGES is not off, and the range spans at least two huge
-// pages (a smaller output is not worth a system call). Returns the bytes advised. Never fails:
-// a refused request leaves the memory as it was.
+// Whether libcc1d asks: the mode is "madvise" and CAUSAL_CONV1D_HUGEPAGES is not off (read on
+// every call).
+bool huge_page_advice_on();
+
+// Asks for huge pages on every whole huge page of [p, p + n) that has no resident page, when
+// huge_page_advice_on() and the range spans at least two huge pages (a smaller output is not
+// worth a system call). Returns the bytes advised. Never fails: a refused request leaves the
+// memory as it was.
 size_t advise_huge_pages(void* p, size_t n);
 
 }  // namespace cc1d

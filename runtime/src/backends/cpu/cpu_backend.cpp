@@ -33,7 +33,8 @@ class CpuBackend final : public Backend {
   std::string report_json() override {
     return "{\"compiled_in\": true, \"available\": true, \"threads\": " + std::to_string(num_threads()) +
            ", \"simd\": \"" + simd().name + "\", \"simd_floats\": " + std::to_string(simd().width) +
-           ", \"huge_pages\": \"" + huge_page_mode() + "\"}";
+           ", \"huge_pages\": \"" + huge_page_mode() +
+           "\", \"huge_page_advice\": " + (huge_page_advice_on() ? "true" : "false") + "}";
   }
 };
 
