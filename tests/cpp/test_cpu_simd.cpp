@@ -148,9 +148,11 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
       for (int width : {1, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
-          for (int64_t L : {int64_t(3), int64_t(317)})
-            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, layout == Layout::ChannelFirst ? 53 : 149, L, true, true, false, width != 4, true}, rng,
+          for (int64_t L : {int64_t(3), int64_t(317)}) {
+            const int64_t D = layout == Layout::ChannelFirst ? 53 : 149;
+            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, D, L, true, true, false, width != 4, true}, rng,
                          CC1D_BACKEND_CPU);
+          }
   }
   cc1d::simd_override_for_testing(nullptr);
 }
@@ -167,7 +169,8 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
       for (int width : {2, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
           for (int max_segment : {0, 9, 80}) {
-            BwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, layout == Layout::ChannelLast ? 149 : 53, 150, true, true, max_segment > 0, true, true};
+            const int64_t D = layout == Layout::ChannelLast ? 149 : 53;
+            BwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, D, 150, true, true, max_segment > 0, true, true};
             c.max_segment = std::max(max_segment, 1);
             run_bwd_case(c, rng, CC1D_BACKEND_CPU);
           }
@@ -213,7 +216,8 @@ TEST_CASE("every SIMD build: the decode step moves state elements bit for bit, s
         const uint32_t snan = xd == CC1D_FLOAT32 ? 0x7f800001u : xd == CC1D_FLOAT16 ? 0x7c01u : 0x7f81u;
         std::vector<unsigned char> state(n * W * eb), x(2 * n * eb), out(n * 4);
         const auto put = [&](unsigned char* p, uint32_t v) { std::memcpy(p, &v, eb); };
-        for (size_t i = 0; i < state.size(); i += eb) put(&state[i], any(rng) % 5 ? any(rng) : snan | (any(rng) & 0x8000u));
+        for (size_t i = 0; i < state.size(); i += eb)
+          put(&state[i], any(rng) % 5 ? any(rng) : snan | (any(rng) & 0x8000u));
         for (size_t i = 0; i < x.size(); i += eb) put(&x[i], any(rng) % 5 ? any(rng) : snan);
         std::vector<float> w(n * W, 0.25f);
         const std::vector<unsigned char> before = state;
