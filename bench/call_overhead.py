@@ -1,6 +1,7 @@
 """Host time per Python call (goal: causal_conv1d_fn on a tiny tensor under 15 us; the update at
-batch 1, dim 4096 under 20 us from the call to the result), beside the C ABI call alone (the same
-packed arguments, straight to libcc1d) and the path through the torch operator.
+batch 1, dim 4096 under 20 us from the call to the result), beside the same calls with their
+arguments packed in Python instead of by libcc1d_pyargs, the C ABI call alone (the same packed
+arguments, straight to libcc1d) and the path through the torch operator.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda]
@@ -32,6 +33,16 @@ def per_call_us(fn, batch=50, batches=300):
     return statistics.median(times), min(times)
 
 
+def python_packer(fn):
+    """per_call_us(fn) with the fast path packing in Python instead of libcc1d_pyargs."""
+    c = _pack.c_packer()
+    _pack._c_pack = False
+    try:
+        return per_call_us(fn)
+    finally:
+        _pack._c_pack = c
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -42,7 +53,8 @@ def main():
     lib = _lib.library()
     load = os.getloadavg()
     print(f"device {dev}; torch {torch.__version__} ({torch.get_num_threads()} threads); libcc1d {lib.path}; "
-          f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+          f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"argument packer {_pack.c_packer_state()}\n")
     rows = []
 
     # forward: tiny (1, 8, 16) fp32, width 4, bias, silu
@@ -52,6 +64,8 @@ def main():
     out = torch.empty_like(x)
     backend = "cpu" if dev.type == "cpu" else "nvrtc"
     rows.append(("causal_conv1d_fn, (1, 8, 16) fp32, silu", per_call_us(
+        lambda: causal_conv1d_fn(x, w, b, activation="silu", backend=backend))))
+    rows.append(("  the same, arguments packed in Python (_pack.pack_python)", python_packer(
         lambda: causal_conv1d_fn(x, w, b, activation="silu", backend=backend))))
     rows.append(("  the same through torch.ops.causal_conv1d.fwd", per_call_us(
         lambda: torch.ops.causal_conv1d.fwd(x, w, b, None, None, False, True, backend))))
@@ -73,6 +87,7 @@ def main():
         sync()
 
     rows.append(("causal_conv1d_update, batch 1, dim 4096 bf16, silu", per_call_us(update)))
+    rows.append(("  the same, arguments packed in Python (_pack.pack_python)", python_packer(update)))
     uargs = _pack.fill_args(_op_update.CUpdateArgs, dict(x=xu, conv_state=st, weight=wu, bias=bu, out=outu),
                            activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS[backend],
                            stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)

@@ -35,7 +35,7 @@ def torch_facts() -> dict:
 
 def build_report() -> dict:
     import causal_conv1d
-    from . import _dispatch, _lib, _ops, _torch_lib
+    from . import _dispatch, _lib, _ops, _pack, _torch_lib
 
     lib = _lib.library()
     report = {
@@ -52,6 +52,7 @@ def build_report() -> dict:
             "library_paths_tried": _lib.tried_paths(),
             "torch_custom_op": _ops.USE_CUSTOM_OP,
             "torch_library": _torch_lib.status(),
+            "arg_packer": _pack.c_packer_state(),
         },
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform()},

@@ -9,12 +9,19 @@ Each descriptor carries its own tensor's device, so libcc1d's validation sees a 
 wrong device. A tensor libcc1d cannot describe (a dtype or device it has no code for, a rank
 above MAX_RANK, a sparse layout) raises here; the op's own validation words that error for
 users, which is why the ops validate in Python before the slow path packs.
+
+ArgPacker.pack does the same in C where it can: libcc1d_pyargs (python/pyargs/pyargs.c, built
+beside libcc1d when Python's headers were found) writes the same bytes in about half the time,
+since reading each tensor's attributes from Python was most of the cost. Where it is absent or
+declines a tensor, pack_python runs; c_packer_state() says which (`causal-conv1d report`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+import threading
 from typing import Optional, Sequence
 
 from ._lib import BFLOAT16, DEVICE_CPU, DEVICE_CUDA, FLOAT16, FLOAT32, INT32, MAX_RANK, CTensor
@@ -72,6 +79,8 @@ _TENSOR_FORMATS = [f"Piiii{n}q{8 * (MAX_RANK - n)}x{n}q{8 * (MAX_RANK - n)}x" fo
 _TENSOR_BYTES = ctypes.sizeof(CTensor)
 assert all(struct.calcsize("@" + f) == _TENSOR_BYTES for f in _TENSOR_FORMATS), "cc1d_tensor layout mismatch"
 _SCALAR_FORMATS = {ctypes.c_uint32: "I", ctypes.c_int32: "i", ctypes.c_void_p: "P"}
+_STANDARD_FORMATS = {ctypes.c_uint32: "I", ctypes.c_int32: "i",
+                     ctypes.c_void_p: {8: "Q", 4: "I"}[ctypes.sizeof(ctypes.c_void_p)]}
 
 
 class ArgPacker:
@@ -98,6 +107,17 @@ class ArgPacker:
         assert struct.calcsize(self._header.format(*["P"] * len(self.tensors))) == self.size, \
             f"{struct_type.__name__}: layout mismatch"
         self._formats: dict = {}  # ranks (None for an absent tensor) -> _format()
+        # For the C packer: a buffer with room for every tensor, and the scalars alone (standard
+        # sizes, explicit padding: they start at an offset that native alignment would not see).
+        self._full = ctypes.c_char * (self.size + len(self.tensors) * _TENSOR_BYTES)
+        self._scalars_at = getattr(struct_type, self.scalars[0]).offset if self.scalars else self.size
+        fmt, at = "=", self._scalars_at
+        for name in self.scalars:
+            ctype = dict(fields)[name]
+            offset = getattr(struct_type, name).offset
+            fmt += f"{offset - at}x" + _STANDARD_FORMATS[ctype]
+            at = offset + ctypes.sizeof(ctype)
+        self._scalars = struct.Struct(fmt)
 
     def _format(self, ranks: tuple):
         """(struct.Struct of the whole buffer, its ctypes array type, the offsets of the present
@@ -114,8 +134,20 @@ class ArgPacker:
     def pack(self, tensors: Sequence, scalars: Sequence, like: Optional[tuple] = None):
         """The buffer for `tensors` (in the struct's order, None for an absent one) and `scalars`
         (ints, in order). like=(i, j), j < i: tensors[i] has tensors[j]'s shape, strides, dtype
-        and device (as torch.empty_like makes them from a contiguous tensor), so only its data
-        pointer is read. Raises TypeError/ValueError for a tensor libcc1d cannot describe."""
+        and device (as torch.empty_like makes them from a contiguous tensor), so pack_python
+        reads only its data pointer. Raises TypeError/ValueError for a tensor libcc1d cannot
+        describe. Packed by libcc1d_pyargs when it is loaded and tensors is a tuple."""
+        f = _c_pack if _c_pack is not None else c_packer()
+        if f and type(tensors) is tuple:
+            buf = self._full()  # zeroed: absent pointers and unused shape slots stay 0
+            if not f(tensors, buf, self.size):
+                self._scalars.pack_into(buf, self._scalars_at, *scalars)
+                return buf
+        return self.pack_python(tensors, scalars, like)
+
+    def pack_python(self, tensors: Sequence, scalars: Sequence, like: Optional[tuple] = None):
+        """pack() in Python: the same bytes but for where the descriptors start (each present
+        tensor's follows the header in order either way, in a buffer sized for the present ones)."""
         codes = _DTYPE_CODES or _dtype_codes()
         copy_to, copy_from = like or (-1, -1)
         ranks, descs, i, src = [], [], -1, None
@@ -171,3 +203,53 @@ def fill_args(struct_type, tensors: dict, **scalars):
     if unknown:
         raise KeyError(f"{struct_type.__name__} has no tensor field {', '.join(sorted(unknown))}")
     return p.pack([tensors.get(n) for n in p.tensors], [scalars.get(n) or 0 for n in p.scalars])
+
+
+# ---- libcc1d_pyargs ---------------------------------------------------------------------------
+
+PYARGS_FILE = "libcc1d_pyargs.so"  # beside libcc1d (CMake's target cc1d_pyargs)
+_PYARGS_ABI = 1 << 16 | _TENSOR_BYTES  # pyargs.c: cc1d_pyargs_abi()
+_c_pack = None  # its cc1d_pyargs_pack once c_packer() has looked; False where it cannot load
+_c_pack_state = "not looked for yet"
+_c_pack_lock = threading.Lock()
+
+
+def _load_c_packer() -> tuple:
+    """(cc1d_pyargs_pack as a ctypes function, or False; a line saying which packer and why)."""
+    from . import _lib
+
+    lib = _lib.library()
+    if lib is None:
+        return False, "python (libcc1d is not loaded)"
+    path = os.path.join(os.path.dirname(lib.path), PYARGS_FILE)
+    if not os.path.exists(path):
+        return False, f"python ({path} does not exist: it is built where Python's headers are found)"
+    try:
+        dll = ctypes.PyDLL(path)  # PyDLL: called with the GIL held, as the Python API needs
+        abi = dll.cc1d_pyargs_abi()
+        if abi != _PYARGS_ABI:
+            return False, (f"python ({path} has interface {abi:#x}, this package {_PYARGS_ABI:#x}: it comes from "
+                           f"another build; reinstall causal-conv1d)")
+        init = dll.cc1d_pyargs_init
+        init.argtypes, init.restype = [ctypes.py_object], ctypes.c_int
+        init(tuple((_DTYPE_CODES or _dtype_codes()).items()))
+        f = dll.cc1d_pyargs_pack
+        f.argtypes, f.restype = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int
+    except (OSError, AttributeError, ValueError, TypeError) as e:
+        return False, f"python ({path} cannot be used: {e})"
+    return f, f"c ({path})"
+
+
+def c_packer():
+    """libcc1d_pyargs's pack function, loaded on first use; False where it cannot be."""
+    global _c_pack, _c_pack_state
+    with _c_pack_lock:
+        if _c_pack is None:
+            _c_pack, _c_pack_state = _load_c_packer()
+    return _c_pack
+
+
+def c_packer_state() -> str:
+    """Which packer the fast paths use: "c (path)" or "python (why not C)"."""
+    c_packer()
+    return _c_pack_state

@@ -1,0 +1,123 @@
+"""The argument packer: libcc1d_pyargs (C) writes the same bytes as the Python packer, declines
+what libcc1d cannot describe (the Python packer then raises its error), and leaks nothing."""
+
+import ctypes
+import gc
+import os
+import sys
+import sysconfig
+import tracemalloc
+
+import pytest
+import torch
+
+from causal_conv1d import _lib, _op_fwd, _op_update, _pack
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32)
+
+
+def c_pack():
+    f = _pack.c_packer()
+    if not f:
+        headers = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+        if headers and _lib.library() is not None:
+            pytest.fail(f"this Python has headers, so libcc1d_pyargs should have been built: {_pack.c_packer_state()}")
+        pytest.skip(f"no C packer here: {_pack.c_packer_state()}")
+    return f
+
+
+def normalized(buf, packer) -> bytes:
+    """The buffer's bytes with each tensor pointer made an offset from the buffer's start, cut
+    after the present tensors' descriptors (the C packer's buffer has room for all of them)."""
+    raw = bytearray(bytes(buf))
+    base = ctypes.addressof(buf)
+    present = 0
+    for i in range(len(packer.tensors)):
+        at = 8 + 8 * i
+        p = int.from_bytes(raw[at:at + 8], sys.byteorder)
+        if p:
+            raw[at:at + 8] = (p - base).to_bytes(8, sys.byteorder)
+            present += 1
+    return bytes(raw[:packer.size + present * ctypes.sizeof(_lib.CTensor)])
+
+
+def random_tensor(g, dtype):
+    rank = int(torch.randint(0, 5, (), generator=g))
+    shape = [int(torch.randint(0, 6, (), generator=g)) for _ in range(rank)]
+    t = (torch.randn(shape, generator=g) * 10).to(dtype)
+    kind = int(torch.randint(0, 4, (), generator=g))
+    if kind == 1 and rank >= 2:
+        t = t.transpose(0, rank - 1)
+    elif kind == 2 and rank >= 1:
+        t = t[..., ::2]
+    elif kind == 3 and rank >= 1:
+        t = t.expand(*t.shape) if rank == 0 else t.unsqueeze(0).expand(3, *t.shape).select(0, 1)
+    return torch.nn.Parameter(t, requires_grad=False) if dtype.is_floating_point and kind == 0 else t
+
+
+@pytest.mark.parametrize("struct", [_op_fwd.CFwdArgs, _op_update.CUpdateArgs], ids=["fwd", "update"])
+def test_c_packer_writes_the_python_packers_bytes(struct):
+    c_pack()
+    p = _pack.packer(struct)
+    g = torch.Generator().manual_seed(1234)
+    for trial in range(300):
+        tensors = tuple(None if torch.rand((), generator=g) < 0.3 else
+                        random_tensor(g, DTYPES[int(torch.randint(0, 4, (), generator=g))]) for _ in p.tensors)
+        scalars = [int(torch.randint(-5, 2 ** 31 - 1, (), generator=g)) for _ in p.scalars]
+        scalars[-1] = int(torch.randint(0, 2 ** 62, (), generator=g))  # the stream: a pointer-sized value
+        c, py = p.pack(tensors, scalars), p.pack_python(tensors, scalars)
+        assert ctypes.sizeof(c) == ctypes.sizeof(p._full)  # the C path served it
+        assert normalized(c, p) == normalized(py, p), f"trial {trial}: {[None if t is None else (t.dtype, t.shape, t.stride()) for t in tensors]}"
+
+
+@pytest.mark.parametrize("bad, error", [
+    (torch.zeros(2, 3, dtype=torch.float64), TypeError),
+    (torch.zeros(2, 3, dtype=torch.complex64), TypeError),
+    (torch.zeros(1, 1, 1, 1, 2), ValueError),
+    (torch.zeros(2, 3, device="meta"), ValueError),
+    (7, AttributeError),
+])
+def test_c_packer_declines_what_the_python_packer_rejects(bad, error):
+    f = c_pack()
+    p = _pack.packer(_op_update.CUpdateArgs)
+    x = torch.randn(2, 8)
+    tensors = (x, bad, None, None, None, None, x)
+    assert f(tensors, p._full(), p.size) == -1
+    with pytest.raises(error) as from_pack:
+        p.pack(tensors, [0, 0, 0])
+    with pytest.raises(error) as from_python:
+        p.pack_python(tensors, [0, 0, 0])
+    assert str(from_pack.value) == str(from_python.value)
+
+
+def test_c_packer_leaks_no_references_or_memory():
+    c_pack()
+    p = _pack.packer(_op_update.CUpdateArgs)
+    x, s = torch.randn(2, 64, dtype=torch.bfloat16), torch.randn(2, 64, 4, dtype=torch.bfloat16)
+    w = torch.randn(64, 4, dtype=torch.bfloat16)
+    tensors = (x, s, w, None, None, None, torch.randn(3, dtype=torch.float64))  # the last one declined
+    ok = tensors[:-1] + (x,)
+    before = [sys.getrefcount(o) for o in (x, s, w, torch.bfloat16, torch.float64)]
+    for _ in range(100):
+        p.pack(ok, [1, 0, 0])
+        with pytest.raises(TypeError):
+            p.pack(tensors, [1, 0, 0])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        snap = tracemalloc.take_snapshot()
+        for _ in range(3000):
+            p.pack(ok, [1, 0, 0])
+        gc.collect()
+        grown = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(snap, "filename") if d.size_diff > 0)
+    finally:
+        tracemalloc.stop()
+    assert [sys.getrefcount(o) for o in (x, s, w, torch.bfloat16, torch.float64)] == before
+    assert grown < 64 * 1024, f"{grown} bytes more after 3000 packs"
+
+
+def test_report_names_the_packer():
+    from causal_conv1d._cmd_report import build_report
+
+    state = build_report()["package"]["arg_packer"]
+    assert state == _pack.c_packer_state() and state.split(" ")[0] in ("c", "python")
