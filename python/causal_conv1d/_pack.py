@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import struct
+import sys
+import sysconfig
 import threading
 from typing import Optional, Sequence
 
@@ -218,6 +221,9 @@ def _load_c_packer() -> tuple:
     """(cc1d_pyargs_pack as a ctypes function, or False; a line saying which packer and why)."""
     from . import _lib
 
+    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False, f"python (libcc1d_pyargs serves CPython with the GIL; this is {sys.implementation.name} " \
+                      f"{platform.python_version()}{', free-threaded' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''})"
     lib = _lib.library()
     if lib is None:
         return False, "python (libcc1d is not loaded)"

@@ -9,10 +9,11 @@
  *
  * Not a Python extension module: the package loads it with ctypes.PyDLL (the GIL is held during
  * the calls), and the Python symbols it uses come from the running interpreter. It uses the
- * limited API of CPython 3.9 only, so one build serves every CPython from 3.9 on, as the wheel
- * (py3-none) promises; where it cannot load (another Python implementation, a build without
- * Python headers) the package packs in Python, with the same bytes. Nothing here links
- * libpython, libtorch or libcc1d.
+ * limited API of CPython 3.9 only, and only its functions (Py_IncRef, not the macros that read
+ * an object's header), so one build serves every CPython from 3.9 on, as the wheel (py3-none)
+ * promises. Where it cannot serve (another Python implementation, a free-threaded CPython, whose
+ * objects have another header, a build without Python headers) the package packs in Python, with
+ * the same bytes. Nothing here links libpython, libtorch or libcc1d.
  *
  * Contract (_pack.py is the only caller; both sides come from one build):
  *   cc1d_pyargs_abi()            CC1D_PYARGS_ABI << 16 | sizeof(cc1d_tensor); the caller refuses
@@ -61,7 +62,7 @@ EXPORT int cc1d_pyargs_init(PyObject* codes) {
     PyObject* code = dtype ? PyTuple_GetItem(pair, 1) : NULL;
     const long c = code ? PyLong_AsLong(code) : -1;
     if (c == -1 && PyErr_Occurred()) return -1;
-    Py_INCREF(dtype);  /* kept for the process, as torch keeps its dtype objects */
+    Py_IncRef(dtype);  /* kept for the process, as torch keeps its dtype objects */
     g_dtypes[i] = dtype;
     g_codes[i] = (int32_t)c;
   }
@@ -79,12 +80,12 @@ EXPORT int cc1d_pyargs_init(PyObject* codes) {
 /* The n ints of a tuple (torch.Size or the tuple of stride()) into out; steals the reference. */
 static int take_ints(PyObject* seq, int64_t* out, Py_ssize_t n) {
   if (seq == NULL) return -1;
-  int ok = PyTuple_Check(seq) && PyTuple_Size(seq) == n;
+  int ok = PyTuple_Size(seq) == n;  /* -1 (an error, cleared by the caller) when not a tuple */
   for (Py_ssize_t i = 0; ok && i < n; ++i) {
     out[i] = PyLong_AsLongLong(PyTuple_GetItem(seq, i));
     ok = !(out[i] == -1 && PyErr_Occurred());
   }
-  Py_DECREF(seq);
+  Py_DecRef(seq);
   return ok ? 0 : -1;
 }
 
@@ -93,7 +94,7 @@ static int flag(PyObject* t, PyObject* name) {
   PyObject* v = PyObject_GetAttr(t, name);
   if (v == NULL) return -1;
   const int r = v == Py_True;
-  Py_DECREF(v);
+  Py_DecRef(v);
   return r;
 }
 
@@ -102,7 +103,7 @@ static int describe(PyObject* t, cc1d_tensor* d) {
   if (v == NULL) return -1;
   int k = 0;
   while (k < g_ndtypes && v != g_dtypes[k]) ++k;
-  Py_DECREF(v);
+  Py_DecRef(v);
   if (k == g_ndtypes) return -1;
   d->dtype = g_codes[k];
 
@@ -112,7 +113,7 @@ static int describe(PyObject* t, cc1d_tensor* d) {
     v = PyObject_CallMethodObjArgs(t, g_get_device, NULL);
     if (v == NULL) return -1;
     const long index = PyLong_AsLong(v);
-    Py_DECREF(v);
+    Py_DecRef(v);
     if (index < 0) return -1;
     d->device_type = CC1D_DEVICE_CUDA;
     d->device_index = (int32_t)index;
@@ -124,9 +125,9 @@ static int describe(PyObject* t, cc1d_tensor* d) {
 
   PyObject* shape = PyObject_GetAttr(t, g_shape);
   if (shape == NULL) return -1;
-  const Py_ssize_t n = PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+  const Py_ssize_t n = PyTuple_Size(shape);
   if (n < 0 || n > CC1D_MAX_RANK) {
-    Py_DECREF(shape);
+    Py_DecRef(shape);
     return -1;
   }
   d->ndim = (int32_t)n;
@@ -136,13 +137,16 @@ static int describe(PyObject* t, cc1d_tensor* d) {
   v = PyObject_CallMethodObjArgs(t, g_data_ptr, NULL);
   if (v == NULL) return -1;
   d->data = PyLong_AsVoidPtr(v);
-  Py_DECREF(v);
+  Py_DecRef(v);
   return d->data == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
 EXPORT int cc1d_pyargs_pack(PyObject* tensors, void* buf, int64_t header) {
-  if (!PyTuple_Check(tensors) || g_get_device == NULL) return -1;
-  const Py_ssize_t n = PyTuple_Size(tensors);
+  const Py_ssize_t n = g_get_device == NULL ? -1 : PyTuple_Size(tensors);
+  if (n < 0) {
+    PyErr_Clear();
+    return -1;
+  }
   char* b = (char*)buf;
   const uint32_t size = (uint32_t)header;
   memcpy(b, &size, sizeof size);
