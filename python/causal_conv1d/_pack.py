@@ -221,9 +221,10 @@ def _load_c_packer() -> tuple:
     """(cc1d_pyargs_pack as a ctypes function, or False; a line saying which packer and why)."""
     from . import _lib
 
-    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
-        return False, f"python (libcc1d_pyargs serves CPython with the GIL; this is {sys.implementation.name} " \
-                      f"{platform.python_version()}{', free-threaded' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''})"
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    if sys.implementation.name != "cpython" or free_threaded:
+        return False, (f"python (libcc1d_pyargs needs CPython with the GIL; this is {sys.implementation.name} "
+                       f"{platform.python_version()}{' free-threaded' if free_threaded else ''})")
     lib = _lib.library()
     if lib is None:
         return False, "python (libcc1d is not loaded)"
