@@ -3,10 +3,12 @@
 # libcc1d and the C++ benchmarks are built HERE and carried: libcc1d depends on libc/libstdc++/
 # libm only, so the same binary serves the device's Python, torch and CUDA. From the repo root
 # on the build machine:
-#   cmake -S . -B build/cmake -G Ninja && cmake --build build/cmake -j2 --target cc1d bench_compile
+#   cmake -S . -B build/cmake -G Ninja && cmake --build build/cmake -j2 --target cc1d cc1d_pyargs bench_compile
 # then run this script there with carry=["build/cmake/libcc1d.so.0.2.0",
-# "build/cmake/bench/bench_compile"] (6 MB; the whole build directory is over the 64 MiB a carry
-# may hold; the libcc1d.so symlinks need not travel). It writes its logs to $OUT when set.
+# "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (6 MB; the whole build
+# directory is over the 64 MiB a carry may hold; the libcc1d.so symlinks need not travel; the
+# argument packer serves the device's CPython whatever its version, and the report step says
+# whether it loaded). It writes its logs to $OUT when set.
 #
 #   bench/device_run.sh [--rehearse]
 #

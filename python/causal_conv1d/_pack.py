@@ -139,7 +139,8 @@ class ArgPacker:
         (ints, in order). like=(i, j), j < i: tensors[i] has tensors[j]'s shape, strides, dtype
         and device (as torch.empty_like makes them from a contiguous tensor), so pack_python
         reads only its data pointer. Raises TypeError/ValueError for a tensor libcc1d cannot
-        describe. Packed by libcc1d_pyargs when it is loaded and tensors is a tuple."""
+        describe. Packed by libcc1d_pyargs when it is loaded and tensors is a tuple (as every
+        caller in the package passes them)."""
         f = _c_pack if _c_pack is not None else c_packer()
         if f and type(tensors) is tuple:
             buf = self._full()  # zeroed: absent pointers and unused shape slots stay 0
@@ -205,7 +206,7 @@ def fill_args(struct_type, tensors: dict, **scalars):
     unknown = tensors.keys() - set(p.tensors)
     if unknown:
         raise KeyError(f"{struct_type.__name__} has no tensor field {', '.join(sorted(unknown))}")
-    return p.pack([tensors.get(n) for n in p.tensors], [scalars.get(n) or 0 for n in p.scalars])
+    return p.pack(tuple(tensors.get(n) for n in p.tensors), [scalars.get(n) or 0 for n in p.scalars])
 
 
 # ---- libcc1d_pyargs ---------------------------------------------------------------------------
