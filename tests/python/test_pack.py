@@ -127,3 +127,102 @@ def test_report_names_the_packer():
 
     state = build_report()["package"]["arg_packer"]
     assert state == _pack.c_packer_state() and state.split(" ")[0] in ("c", "python")
+
+
+# One build of libcc1d_pyargs serves every CPython from 3.9 on (the limited API): loaded into the
+# other CPythons found on PATH, with stand-in tensors (those Pythons have no torch), it must write
+# the bytes the Python packer writes here for the same attributes.
+_CHILD = r"""
+import ctypes, sys
+dll = ctypes.PyDLL(sys.argv[1])
+header = int(sys.argv[2])
+init, pack = dll.cc1d_pyargs_init, dll.cc1d_pyargs_pack
+init.argtypes, init.restype = [ctypes.py_object], ctypes.c_int
+pack.argtypes, pack.restype = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int
+dtypes = {name: type(name, (), {})() for name in ("float32", "float16", "bfloat16", "int32")}
+init(tuple((dtypes[n], c) for n, c in eval(sys.argv[3])))
+class T:
+    def __init__(self, dtype, shape, stride, ptr, cuda_index):
+        self.dtype, self.shape, self._stride, self._ptr = dtypes[dtype], shape, stride, ptr
+        self.is_cuda, self.is_cpu, self._index = cuda_index is not None, cuda_index is None, cuda_index
+    def stride(self): return self._stride
+    def data_ptr(self): return self._ptr
+    def get_device(self): return self._index
+tensors = tuple(None if d is None else T(*d) for d in eval(sys.argv[4]))
+buf = (ctypes.c_char * (header + len(tensors) * int(sys.argv[5])))()
+print(pack(tensors, buf, header), ctypes.addressof(buf), bytes(buf).hex())
+"""
+
+
+class _StandIn:
+    """A tensor's five attributes, for the Python packer here (torch dtypes)."""
+
+    def __init__(self, dtype, shape, stride, ptr, cuda_index):
+        self.dtype, self.shape, self._stride, self._ptr = getattr(torch, dtype), shape, stride, ptr
+        self.is_cuda, self.is_cpu, self._index = cuda_index is not None, cuda_index is None, cuda_index
+
+    def stride(self):
+        return self._stride
+
+    def data_ptr(self):
+        return self._ptr
+
+    def get_device(self):
+        return self._index
+
+
+def _other_cpythons():
+    """One interpreter per CPython 3.9+ minor version other than this one: on PATH, or pyenv's."""
+    import glob
+    import shutil
+    import subprocess
+
+    pyenv = os.path.join(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")), "versions")
+    found = {}
+    for minor in range(9, 16):
+        if minor == sys.version_info[1]:
+            continue
+        for exe in [shutil.which(f"python3.{minor}")] + sorted(glob.glob(f"{pyenv}/3.{minor}.*/bin/python3.{minor}")):
+            try:  # a pyenv shim of a version that is not active fails here
+                r = subprocess.run([exe, "-c", "import sys; print(sys.implementation.name, sys.version_info[1])"],
+                                   capture_output=True, text=True, timeout=60)
+            except (subprocess.SubprocessError, OSError, TypeError):
+                continue
+            if r.returncode == 0 and r.stdout.split() == ["cpython", str(minor)]:
+                found[minor] = exe
+                break
+    return list(found.values())
+
+
+def test_one_c_packer_build_serves_every_cpython():
+    import subprocess
+
+    c_pack()
+    others = _other_cpythons()
+    if not others:
+        pytest.skip("no other CPython 3.9+ on PATH to load libcc1d_pyargs into")
+    p = _pack.packer(_op_update.CUpdateArgs)
+    descs = [("bfloat16", (2, 4096), (4096, 1), 0x7f0000001000, None),
+             ("bfloat16", (3, 4096, 4), (16384, 4, 1), 0x7f0000100000, 1),
+             None,
+             ("float32", (), (), 0, None),
+             ("int32", (5,), (2,), 0x2000, None),
+             None,
+             ("float16", (1, 2, 3, 4), (-24, 12, 0, 1), 0x10, 3)]
+    expected = normalized(p.pack_python(tuple(None if d is None else _StandIn(*d) for d in descs), [0, 0, 0]), p)
+    codes = [(str(k).replace("torch.", ""), v) for k, v in _pack._dtype_codes().items()]
+    path = os.path.join(os.path.dirname(_lib.library().path), _pack.PYARGS_FILE)
+    for exe in others:
+        r = subprocess.run([exe, "-c", _CHILD, path, str(p.size), repr(codes), repr(descs),
+                            str(ctypes.sizeof(_lib.CTensor))], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, f"{exe}: {r.stderr}"
+        rc, base, raw = r.stdout.split()
+        assert rc == "0", f"{exe} declined the stand-ins"
+        buf = (ctypes.c_char * (len(raw) // 2)).from_buffer_copy(bytes.fromhex(raw))
+        got = bytearray(bytes(buf))
+        for i in range(len(p.tensors)):  # its pointers, as offsets from its buffer
+            at = 8 + 8 * i
+            ptr = int.from_bytes(got[at:at + 8], sys.byteorder)
+            if ptr:
+                got[at:at + 8] = (ptr - int(base)).to_bytes(8, sys.byteorder)
+        assert bytes(got[:len(expected)]) == expected, f"{exe} packed other bytes"
