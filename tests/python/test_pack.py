@@ -26,11 +26,12 @@ def c_pack():
     return f
 
 
-def normalized(buf, packer) -> bytes:
-    """The buffer's bytes with each tensor pointer made an offset from the buffer's start, cut
-    after the present tensors' descriptors (the C packer's buffer has room for all of them)."""
+def normalized(buf, packer, base=None) -> bytes:
+    """The buffer's bytes with each tensor pointer made an offset from the buffer's start (base:
+    where it was when packed, for a copy), cut after the present tensors' descriptors (the C
+    packer's buffer has room for all of them)."""
     raw = bytearray(bytes(buf))
-    base = ctypes.addressof(buf)
+    base = ctypes.addressof(buf) if base is None else base
     present = 0
     for i in range(len(packer.tensors)):
         at = 8 + 8 * i
@@ -132,6 +133,17 @@ def test_report_names_the_packer():
 # One build of libcc1d_pyargs serves every CPython from 3.9 on (the limited API): loaded into the
 # other CPythons found on PATH, with stand-in tensors (those Pythons have no torch), it must write
 # the bytes the Python packer writes here for the same attributes.
+# A tensor's five attributes, from ("float32", shape, strides, data pointer, CUDA index or None);
+# `dtypes` maps the dtype's name to the object standing for it (torch's here, stand-ins there).
+_STAND_IN = """
+class StandIn:
+    def __init__(self, dtype, shape, stride, ptr, cuda_index):
+        self.dtype, self.shape, self._stride, self._ptr = dtypes[dtype], shape, stride, ptr
+        self.is_cuda, self.is_cpu, self._index = cuda_index is not None, cuda_index is None, cuda_index
+    def stride(self): return self._stride
+    def data_ptr(self): return self._ptr
+    def get_device(self): return self._index
+"""
 _CHILD = r"""
 import ctypes, sys
 dll = ctypes.PyDLL(sys.argv[1])
@@ -141,34 +153,11 @@ init.argtypes, init.restype = [ctypes.py_object], ctypes.c_int
 pack.argtypes, pack.restype = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int
 dtypes = {name: type(name, (), {})() for name in ("float32", "float16", "bfloat16", "int32")}
 init(tuple((dtypes[n], c) for n, c in eval(sys.argv[3])))
-class T:
-    def __init__(self, dtype, shape, stride, ptr, cuda_index):
-        self.dtype, self.shape, self._stride, self._ptr = dtypes[dtype], shape, stride, ptr
-        self.is_cuda, self.is_cpu, self._index = cuda_index is not None, cuda_index is None, cuda_index
-    def stride(self): return self._stride
-    def data_ptr(self): return self._ptr
-    def get_device(self): return self._index
-tensors = tuple(None if d is None else T(*d) for d in eval(sys.argv[4]))
+""" + _STAND_IN + r"""
+tensors = tuple(None if d is None else StandIn(*d) for d in eval(sys.argv[4]))
 buf = (ctypes.c_char * (header + len(tensors) * int(sys.argv[5])))()
 print(pack(tensors, buf, header), ctypes.addressof(buf), bytes(buf).hex())
 """
-
-
-class _StandIn:
-    """A tensor's five attributes, for the Python packer here (torch dtypes)."""
-
-    def __init__(self, dtype, shape, stride, ptr, cuda_index):
-        self.dtype, self.shape, self._stride, self._ptr = getattr(torch, dtype), shape, stride, ptr
-        self.is_cuda, self.is_cpu, self._index = cuda_index is not None, cuda_index is None, cuda_index
-
-    def stride(self):
-        return self._stride
-
-    def data_ptr(self):
-        return self._ptr
-
-    def get_device(self):
-        return self._index
 
 
 def _other_cpythons():
@@ -209,7 +198,9 @@ def test_one_c_packer_build_serves_every_cpython():
              ("int32", (5,), (2,), 0x2000, None),
              None,
              ("float16", (1, 2, 3, 4), (-24, 12, 0, 1), 0x10, 3)]
-    expected = normalized(p.pack_python(tuple(None if d is None else _StandIn(*d) for d in descs), [0, 0, 0]), p)
+    here = {"dtypes": {n: getattr(torch, n) for n in ("float32", "float16", "bfloat16", "int32")}}
+    exec(_STAND_IN, here)
+    expected = normalized(p.pack_python(tuple(None if d is None else here["StandIn"](*d) for d in descs), [0, 0, 0]), p)
     codes = [(str(k).replace("torch.", ""), v) for k, v in _pack._dtype_codes().items()]
     path = os.path.join(os.path.dirname(_lib.library().path), _pack.PYARGS_FILE)
     for exe in others:
@@ -218,11 +209,4 @@ def test_one_c_packer_build_serves_every_cpython():
         assert r.returncode == 0, f"{exe}: {r.stderr}"
         rc, base, raw = r.stdout.split()
         assert rc == "0", f"{exe} declined the stand-ins"
-        buf = (ctypes.c_char * (len(raw) // 2)).from_buffer_copy(bytes.fromhex(raw))
-        got = bytearray(bytes(buf))
-        for i in range(len(p.tensors)):  # its pointers, as offsets from its buffer
-            at = 8 + 8 * i
-            ptr = int.from_bytes(got[at:at + 8], sys.byteorder)
-            if ptr:
-                got[at:at + 8] = (ptr - int(base)).to_bytes(8, sys.byteorder)
-        assert bytes(got[:len(expected)]) == expected, f"{exe} packed other bytes"
+        assert normalized(bytes.fromhex(raw), p, int(base)) == expected, f"{exe} packed other bytes"
