@@ -159,3 +159,75 @@ TEST_CASE("bwd launch") {
   CHECK(has(r, "\"writes\": 4"));
   CHECK(count("cuModuleLoadData") == 4);
 }
+
+namespace {
+unsigned blocks(const unsigned g[3]) { return g[0] * g[1] * g[2]; }
+cc1d_fake_launch raw_last_launch() {
+  cc1d_fake_launch l{};
+  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  return l;
+}
+void warnings_to(std::string* sink) {
+  cc1d_set_log_callback(sink == nullptr ? nullptr : +[](int32_t, const char* m, void* s) {
+    *static_cast<std::string*>(s) += std::string(m) + "\n";
+  }, sink);
+}
+}  // namespace
+
+TEST_CASE("grid waves") {
+  // CAUSAL_CONV1D_GRID_WAVES=N caps every grid-strided launch at N waves of the blocks the device
+  // holds at once (the fake: 2 SMs x 3 blocks = 6), z and y first; the results stay those of
+  // the float64 reference, and a launch that does not stride (the update's) keeps its grid.
+  clean_cache_dir();
+  const char* kEnv = "CAUSAL_CONV1D_GRID_WAVES";
+  unsetenv(kEnv);
+  Problem p(0, CC1D_BFLOAT16, CC1D_BFLOAT16, Layout::ChannelFirst, 3, 256, 1000);
+  ok(p);
+  const FakeLaunch full = last_launch();
+  REQUIRE(full.grid[1] == 3);
+  REQUIRE(blocks(full.grid) > 12);
+  for (unsigned waves : {1u, 2u}) {
+    setenv(kEnv, std::to_string(waves).c_str(), 1);
+    ok(p);
+    const FakeLaunch l = last_launch();
+    CHECK(l.function == full.function);
+    CHECK(l.grid[1] == 3);  // the batches fit: x gave blocks up
+    CHECK(l.grid[0] == waves * 6 / 3);
+  }
+  // More batches than the cap: y is cut too, and x keeps one block.
+  setenv(kEnv, "1", 1);
+  Problem wide(0, CC1D_FLOAT32, CC1D_FLOAT32, Layout::ChannelLast, 8, 64, 200);
+  ok(wide);
+  CHECK(last_launch().grid[0] == 1);
+  CHECK(last_launch().grid[1] == 6);
+  // The backward's three kernels (zero, main, finalize) all stride; bwd_on_device checks every
+  // gradient against the reference, and the last launch (finalize) was capped.
+  std::mt19937 rng = test_rng(81);
+  bwd_on_device(bwd_case(Layout::ChannelFirst, false), rng);
+  cc1d_fake_launch fin = raw_last_launch();
+  CHECK(has(fin.kernel, "finalize"));
+  CHECK(blocks(fin.grid) <= 6);
+  // The update's grid does not stride over channels: the same grid with and without the cap.
+  unsigned update_grid[2][3];
+  for (int capped : {0, 1}) {
+    if (capped) setenv(kEnv, "1", 1); else unsetenv(kEnv);
+    UpdateCase c{CC1D_FLOAT32, CC1D_FLOAT32, 4, 2, 4000, 1, 3, false, false, false, true, true, true};
+    UpdateRun r(c, rng);
+    for (HostTensor* t : {&r.x, &r.w, &r.bias, &r.state, &r.cache, &r.indices, &r.out}) t->t.device_type = CC1D_DEVICE_CUDA;
+    r.a.backend = CC1D_BACKEND_NVRTC;
+    REQUIRE_MESSAGE(cc1d_causal_conv1d_update(&r.a) == CC1D_OK, cc1d_last_error());
+    std::memcpy(update_grid[capped], raw_last_launch().grid, sizeof update_grid[capped]);
+  }
+  CHECK(blocks(update_grid[0]) > 6);
+  CHECK(std::equal(update_grid[0], update_grid[0] + 3, update_grid[1]));
+  // Not a count: one warning naming the variable, and the default grid.
+  std::string log;
+  warnings_to(&log);
+  setenv(kEnv, "many", 1);
+  ok(p);
+  ok(p);
+  warnings_to(nullptr);
+  unsetenv(kEnv);
+  CHECK(blocks(last_launch().grid) == blocks(full.grid));
+  CHECK(occurrences(log, "CAUSAL_CONV1D_GRID_WAVES='many' is not a whole number from 0 to 1024") == 1);
+}

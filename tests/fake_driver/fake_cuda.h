@@ -15,6 +15,8 @@
  *   CC1D_FAKE_DEVICE_COUNT    number of devices (default 1; 0 = cuInit fails with 100)
  *   CC1D_FAKE_DRIVER_VERSION  cuDriverGetVersion (default 13000)
  *   CC1D_FAKE_SM_COUNT        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (default 132)
+ *   CC1D_FAKE_BLOCKS_PER_SM   cuOccupancyMaxActiveBlocksPerMultiprocessor's answer for any kernel
+ *                             (default 8)
  *   CC1D_FAKE_MEMORY_MIB      cuDeviceTotalMem in MiB (default 81559)
  *   CC1D_FAKE_INIT_RESULT     cuInit's result when not 0 (e.g. 100 no device, 35 old driver);
  *                             the driver then stays uninitialised

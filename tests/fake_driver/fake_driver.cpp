@@ -257,6 +257,19 @@ FAKE_EXPORT CUresult cuModuleGetFunction(void** function, void* module, const ch
   return FAKE_CUDA_SUCCESS;
 }
 
+FAKE_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void* function, int block_size,
+                                                                  size_t dynamic_shared) {
+  if (CUresult r = fake::stub_or_uninit()) return r;
+  if (blocks == nullptr || block_size <= 0 || block_size > cc1d::kMaxBlockThreads ||
+      dynamic_shared > cc1d::kMaxDefaultShared)
+    return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuOccupancyMaxActiveBlocksPerMultiprocessor: invalid arguments");
+  std::lock_guard<std::mutex> lock(fake::g_mu);
+  if (fake::g_functions.count(static_cast<fake::Function*>(function)) == 0)
+    return failed(FAKE_CUDA_ERROR_INVALID_HANDLE, "cuOccupancyMaxActiveBlocksPerMultiprocessor: unknown function");
+  *blocks = config().blocks_per_sm;
+  return FAKE_CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                     unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
   if (CUresult r = fake::stub_or_uninit()) return r;

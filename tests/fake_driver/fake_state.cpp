@@ -50,6 +50,7 @@ Config parse_env() {
   if (c.sms.size() > static_cast<size_t>(kMaxDevices)) c.sms.resize(kMaxDevices);
   c.version = env_int("CC1D_FAKE_DRIVER_VERSION", 13000);
   c.sm_count = env_int("CC1D_FAKE_SM_COUNT", 132);
+  c.blocks_per_sm = env_int("CC1D_FAKE_BLOCKS_PER_SM", 8);
   c.memory_mib = env_int("CC1D_FAKE_MEMORY_MIB", 81559);
   c.init_result = env_int("CC1D_FAKE_INIT_RESULT", 0);
   c.launch_result = env_int("CC1D_FAKE_LAUNCH_RESULT", 0);

@@ -18,4 +18,17 @@ bool env_flag(const char* name) {
   return true;
 }
 
+unsigned env_count(const char* name, unsigned max) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  const std::string s(v);
+  if (s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos) {
+    const unsigned long long n = std::strtoull(v, nullptr, 10);
+    if (n <= max) return static_cast<unsigned>(n);
+  }
+  warn_once(std::string(name) + "-value:" + s, std::string(name) + "='" + s + "' is not a whole number from 0 to " +
+                                                   std::to_string(max) + "; treating it as 0 (unset)");
+  return 0;
+}
+
 }  // namespace cc1d

@@ -13,12 +13,19 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/log.h"
 
 namespace cc1d {
 
 namespace {
+
+// CAUSAL_CONV1D_GRID_WAVES: unset or 0 launches a block per work item (the default); N caps each
+// grid-strided launch at N waves of resident blocks.
+constexpr const char* kGridWavesEnv = "CAUSAL_CONV1D_GRID_WAVES";
+constexpr unsigned kMaxGridWaves = 1024;
 
 // One kernel on one device; concurrent first calls wait on the same future (compile once).
 struct Slot {
@@ -66,10 +73,13 @@ class JitBackend final : public Backend {
                                           std::to_string(problem.workspace_bytes) + " bytes on the " +
                                           backend_name(id_) + " backend and none was passed (libcc1d never "
                                           "allocates device memory); pass the op's workspace argument");
-    const std::vector<KernelLaunch> launches = op.plan(problem, problem.workspace);
+    std::vector<KernelLaunch> launches = op.plan(problem, problem.workspace);
     const JitDevice& dev = tc_->devices()[problem.device_index];
     // Every kernel is compiled and loaded before the first launch: a failure leaves nothing half done.
     const std::vector<void*> fns = kernels(dev, op_sources(op), launches);
+    if (const unsigned waves = env_count(kGridWavesEnv, kMaxGridWaves))
+      for (size_t i = 0; i < launches.size(); ++i)
+        if (launches[i].grid_strided) cap_to_waves(dev, fns[i], launches[i], waves);
     for (size_t i = 0; i < launches.size(); ++i) tc_->launch(dev, fns[i], launches[i], stream);
   }
 
@@ -103,6 +113,15 @@ class JitBackend final : public Backend {
     return it->second;  // never erased: the reference outlives the lock
   }
   std::vector<void*> kernels(const JitDevice& dev, const KernelSources& src, const std::vector<KernelLaunch>& launches);
+  // A grid-strided launch cut to `waves` times the blocks the device holds at once (1: a
+  // persistent grid), so that no last wave runs part full; unchanged where that is not known.
+  void cap_to_waves(const JitDevice& dev, void* function, KernelLaunch& l, unsigned waves) {
+    const unsigned long long resident = tc_->resident_blocks(dev, function, l);
+    const unsigned before[3] = {l.grid[0], l.grid[1], l.grid[2]};
+    l.cap_blocks(waves * resident);
+    log_line(CC1D_LOG_DEBUG, "{}: grid ({}, {}, {}) -> ({}, {}, {}): {} wave(s) of {} resident blocks", l.kernel,
+             before[0], before[1], before[2], l.grid[0], l.grid[1], l.grid[2], waves, resident);
+  }
   std::vector<void*> build(const JitDevice& dev, const KernelSources& src, const std::vector<std::string>& names);
 
   cc1d_backend id_;

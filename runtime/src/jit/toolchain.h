@@ -47,6 +47,9 @@ class Toolchain {
   virtual void* load(const JitDevice& device, const CompiledImage& image, const std::string& name) = 0;
   // Queues a launch on `stream` (the caller's). No allocation, copy or synchronisation.
   virtual void launch(const JitDevice& device, void* function, const KernelLaunch& launch, void* stream) = 0;
+  // How many blocks of this launch's shape (its block size and dynamic shared memory) the device
+  // holds at once: its multiprocessors times the blocks each keeps resident; 0 if unknown.
+  virtual unsigned long long resident_blocks(const JitDevice& device, void* function, const KernelLaunch& launch) = 0;
   // JSON object members (no braces) describing the driver, compilers and per-device choices.
   virtual std::string report_members() = 0;
 };

@@ -99,6 +99,24 @@ class NvrtcToolchain final : public Toolchain {
                               drv.describe(r));
   }
 
+  unsigned long long resident_blocks(const JitDevice& dev, void* function, const KernelLaunch& l) override {
+    int sms = 0;
+    for (const DeviceInfo& info : env_.devices)
+      if (info.ordinal == dev.ordinal) sms = info.sm_count;
+    const CudaDriver& drv = driver();
+    ContextGuard ctx(drv, context(dev.ordinal));
+    int per_sm = 0;
+    const CUresult r = drv.api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, static_cast<CUfunction>(function), static_cast<int>(l.block[0] * l.block[1] * l.block[2]),
+        l.shared_bytes);
+    if (r != kCudaSuccess) {  // the launch goes ahead uncapped; say why once
+      warn_once("occupancy:" + l.kernel, "cuOccupancyMaxActiveBlocksPerMultiprocessor failed for " + l.kernel + ": " +
+                                             drv.describe(r) + "; CAUSAL_CONV1D_GRID_WAVES does not apply to it");
+      return 0;
+    }
+    return static_cast<unsigned long long>(std::max(sms, 0)) * static_cast<unsigned long long>(std::max(per_sm, 0));
+  }
+
   std::string report_members() override {
     discover();  // lists NVRTC candidates even when no GPU is usable
     std::string j = offline_ ? "\"assumed\": {\"driver_version\": " + std::to_string(targets_.driver_version) +

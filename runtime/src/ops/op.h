@@ -54,6 +54,19 @@ struct KernelLaunch {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned shared_bytes = 0;
+  // The kernel strides over every grid axis (blk += gridDim.x, ...), so any smaller grid computes
+  // the same result: a backend may cap it (cap_blocks; CAUSAL_CONV1D_GRID_WAVES).
+  bool grid_strided = false;
+
+  // At most max_blocks blocks in all (0: no cap): z and y keep what fits, x takes the rest, each
+  // at least 1. Only for a grid_strided launch.
+  void cap_blocks(unsigned long long max_blocks) {
+    if (max_blocks == 0) return;
+    for (int axis = 2; axis >= 0; --axis) {
+      grid[axis] = static_cast<unsigned>(std::min<unsigned long long>(grid[axis], max_blocks));
+      max_blocks /= grid[axis];
+    }
+  }
 
   template <typename Params>
   void set_params(const Params& p) {

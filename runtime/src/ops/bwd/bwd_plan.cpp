@@ -136,6 +136,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
     zero.set_params(p);
     zero.grid[0] = grid_for(sums);
     zero.block[0] = kBwdThreads;
+    zero.grid_strided = true;
     launches.push_back(zero);
   }
   KernelLaunch main;
@@ -145,6 +146,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   main.grid[1] = static_cast<unsigned>(std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ));
   main.block[0] = kBwdThreads;
   main.shared_bytes = bwd_smem_bytes(g.layout, dtype_size(pr.x_dtype), pr.width);
+  main.grid_strided = true;
   launches.push_back(main);
   if (pr.wants_sums()) {
     KernelLaunch fin;
@@ -152,6 +154,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
     fin.set_params(p);
     fin.grid[0] = grid_for(sums);
     fin.block[0] = kBwdThreads;
+    fin.grid_strided = true;
     launches.push_back(fin);
   }
   return launches;

@@ -111,6 +111,7 @@ KernelLaunch plan_fwd(const Problem& problem) {
   l.grid[0] = (unsigned)std::min<long long>(std::max<long long>(p.blocks_per_batch, 1), kMaxGridX);
   l.grid[1] = (unsigned)std::min<long long>(std::max<long long>(pr.batch, 1), kMaxGridYZ);
   l.block[0] = kFwdThreads;
+  l.grid_strided = true;
   return l;
 }
 
