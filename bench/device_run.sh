@@ -18,7 +18,8 @@
 # $OUT/<step>.txt; the end of the output is $OUT/steps.md (each step's exit status and seconds)
 # and the benchmarks' tables, since a reply carries only the last lines.
 #   report, demo; the gpu tests (correctness on the device); the forward and backward benchmarks
-#   (every kernel path or layout, % of copy bandwidth, first-call cost); compute-sanitizer
+#   (every kernel path or layout, % of copy bandwidth, first-call cost), and the forward again
+#   with a persistent grid (CAUSAL_CONV1D_GRID_WAVES=1); compute-sanitizer
 #   memcheck and racecheck over each forward and backward configuration once (--check-only);
 #   the call overhead; cold compile times with the driver's JIT cache off; Nsight Compute
 #   metrics of the forward kernels (--clock-control none: the card's clocks are left alone).
@@ -70,6 +71,9 @@ step demo 60 "$PY" -m causal_conv1d demo
 ((SKIP_GPU_TOOLS)) || step gpu_tests 200 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/python
 step gpu_fwd 150 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 150 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
+# The same forward with a persistent grid (one wave of resident blocks per launch), beside the
+# default grid above: which is faster is this device's to say (RESULTS.md, "Waves").
+step gpu_fwd_waves1 120 env CAUSAL_CONV1D_GRID_WAVES=1 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 if have compute-sanitizer; then
   # Out-of-bounds and misaligned accesses, then shared-memory races, on the real device (the
   # emulator's checking mode is the CPU's version of the second). Kernels come from the cache
@@ -94,7 +98,7 @@ if have ncu; then
 fi
 
 echo
-for f in gpu_fwd gpu_bwd; do
+for f in gpu_fwd gpu_bwd gpu_fwd_waves1; do
   [ -f "$OUT/$f.txt" ] && { echo "== $f"; grep -E '^\| \(|MISMATCH|match the baseline' "$OUT/$f.txt"; }
 done
 echo

@@ -110,7 +110,8 @@ def library_report():
 
 def print_loaded(nv):
     """The kernel variants this process loaded, from the nvrtc backend's report."""
-    print("\nkernel variants this run loaded (origin, kernels in its NVRTC program, ms):")
+    print(f"\ngrid waves (CAUSAL_CONV1D_GRID_WAVES; 0: a block per work item): {nv.get('grid_waves')}")
+    print("kernel variants this run loaded (origin, kernels in its NVRTC program, ms):")
     for c in nv.get("compiled", []):
         print(f"  {c.get('variant')}: {c.get('origin')}, {c.get('program_kernels')}, {c.get('ms')} ms")
 

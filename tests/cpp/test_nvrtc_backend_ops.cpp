@@ -193,6 +193,7 @@ TEST_CASE("grid waves") {
     CHECK(l.function == full.function);
     CHECK(l.grid[1] == 3);  // the batches fit: x gave blocks up
     CHECK(l.grid[0] == waves * 6 / 3);
+    CHECK(has(report(), "\"grid_waves\": " + std::to_string(waves) + ","));
   }
   // More batches than the cap: y is cut too, and x keeps one block.
   setenv(kEnv, "1", 1);

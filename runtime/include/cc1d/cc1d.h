@@ -63,6 +63,12 @@
  *                              pages (madvise) on the untouched whole huge pages of an output of
  *                              two huge pages or more before writing it (default on, where the
  *                              kernel's THP mode is "madvise"; no data changes either way).
+ *  - CAUSAL_CONV1D_GRID_WAVES  0..1024 (default 0: a block per work item): the nvrtc backend
+ *                              caps each launch whose kernel strides over its grid (the
+ *                              forward's, the backward's) at N times the blocks the device holds
+ *                              at once (multiprocessors x cuOccupancyMaxActiveBlocksPerMultiprocessor);
+ *                              1 is a persistent grid. Same results; for measuring. Read on
+ *                              every call; a bad value: one warning, and 0.
  *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first.
  *  - CAUSAL_CONV1D_NVRTC_SEARCH_PATH  colon-separated roots searched for NVRTC (each root
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).

@@ -207,6 +207,7 @@ std::string JitBackend::report_json() {
                               : op_digests_json([&](const OpEntry& op) { return op_sources(op).hash; });
   std::string j = "{\"compiled_in\": true, \"available\": " + std::string(unavailable_.empty() ? "true" : "false") +
                   ", \"reason\": " + json_quote(unavailable_) + ", " + tc_->report_members() +
+                  ", \"grid_waves\": " + std::to_string(env_count(kGridWavesEnv, kMaxGridWaves)) +
                   ", \"kernel_sources\": {\"origin\": " + json_quote(sources_.origin) +
                   ", \"hash\": " + json_quote(sources_.hash) + ", \"ops\": {" + ops +
                   "}}, \"cache\": " + (cache_ ? cache_->report_json() : std::string("null")) + ", \"compiled\": [";
