@@ -125,6 +125,7 @@ cc1d_backend_test(update_launch "update launch" COMPILES ENV ${_fake} CC1D_FAKE_
 cc1d_backend_test(bwd_launch "bwd launch" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=90)
 cc1d_backend_test(varlen_launch "varlen launch" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=90)
 cc1d_backend_test(grid_waves "grid waves" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=90 CC1D_FAKE_SM_COUNT=2 CC1D_FAKE_BLOCKS_PER_SM=3)
+cc1d_backend_test(grid_waves_no_occupancy "grid waves without occupancy" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=90 CC1D_FAKE_BLOCKS_PER_SM=-1)
 cc1d_backend_test(two_devices "two devices" COMPILES ENV ${_fake} "CC1D_FAKE_DEVICES=90,80")
 cc1d_backend_test(concurrent "concurrent first calls" COMPILES ENV ${_fake} "CC1D_FAKE_DEVICES=90,90")
 cc1d_backend_test(compile_error "compile error" COMPILES ENV ${_fake} CAUSAL_CONV1D_KERNEL_DIR=${CC1D_BROKEN_KERNELS})

@@ -232,3 +232,23 @@ TEST_CASE("grid waves") {
   CHECK(blocks(last_launch().grid) == blocks(full.grid));
   CHECK(occurrences(log, "CAUSAL_CONV1D_GRID_WAVES='many' is not a whole number from 0 to 1024") == 1);
 }
+
+TEST_CASE("grid waves without occupancy") {
+  // The driver cannot say how many blocks fit (the fake's occupancy query fails): the launch
+  // keeps its whole grid and the result, and one warning per kernel says why.
+  clean_cache_dir();
+  unsetenv("CAUSAL_CONV1D_GRID_WAVES");
+  Problem p(0, CC1D_FLOAT32, CC1D_FLOAT32, Layout::ChannelFirst, 2, 256, 700);
+  ok(p);
+  const FakeLaunch full = last_launch();
+  std::string log;
+  warnings_to(&log);
+  setenv("CAUSAL_CONV1D_GRID_WAVES", "1", 1);
+  ok(p);
+  ok(p);
+  warnings_to(nullptr);
+  unsetenv("CAUSAL_CONV1D_GRID_WAVES");
+  CHECK(blocks(last_launch().grid) == blocks(full.grid));
+  CHECK(occurrences(log, "cuOccupancyMaxActiveBlocksPerMultiprocessor failed for cc1d::causal_conv1d_fwd_kernel") == 1);
+  CHECK(occurrences(log, "CAUSAL_CONV1D_GRID_WAVES does not apply to it") == 1);
+}

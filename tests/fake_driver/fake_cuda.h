@@ -16,7 +16,7 @@
  *   CC1D_FAKE_DRIVER_VERSION  cuDriverGetVersion (default 13000)
  *   CC1D_FAKE_SM_COUNT        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (default 132)
  *   CC1D_FAKE_BLOCKS_PER_SM   cuOccupancyMaxActiveBlocksPerMultiprocessor's answer for any kernel
- *                             (default 8)
+ *                             (default 8; below 0 the query fails with 1, invalid value)
  *   CC1D_FAKE_MEMORY_MIB      cuDeviceTotalMem in MiB (default 81559)
  *   CC1D_FAKE_INIT_RESULT     cuInit's result when not 0 (e.g. 100 no device, 35 old driver);
  *                             the driver then stays uninitialised

@@ -266,6 +266,8 @@ FAKE_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, vo
   std::lock_guard<std::mutex> lock(fake::g_mu);
   if (fake::g_functions.count(static_cast<fake::Function*>(function)) == 0)
     return failed(FAKE_CUDA_ERROR_INVALID_HANDLE, "cuOccupancyMaxActiveBlocksPerMultiprocessor: unknown function");
+  if (config().blocks_per_sm < 0)
+    return failed(FAKE_CUDA_ERROR_INVALID_VALUE, "cuOccupancyMaxActiveBlocksPerMultiprocessor: CC1D_FAKE_BLOCKS_PER_SM < 0");
   *blocks = config().blocks_per_sm;
   return FAKE_CUDA_SUCCESS;
 }

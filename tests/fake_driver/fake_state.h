@@ -20,7 +20,7 @@ struct Config {
   std::vector<int> sms{90};  // one SM per device (CC1D_FAKE_DEVICES, else CC1D_FAKE_SM x COUNT)
   int version = 13000;
   int sm_count = 132;
-  int blocks_per_sm = 8;  // what cuOccupancyMaxActiveBlocksPerMultiprocessor answers for any kernel
+  int blocks_per_sm = 8;  // cuOccupancyMaxActiveBlocksPerMultiprocessor's answer (< 0: it fails)
   long long memory_mib = 81559;  // cuDeviceTotalMem, in MiB (an 80 GB part)
   int init_result = 0;       // cuInit fails with it when not 0 (the no_device fault: 100)
   int launch_result = 0;     // cuLaunchKernel fails with it when not 0 (the launch fault: 719)

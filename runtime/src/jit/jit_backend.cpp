@@ -114,7 +114,7 @@ class JitBackend final : public Backend {
   }
   std::vector<void*> kernels(const JitDevice& dev, const KernelSources& src, const std::vector<KernelLaunch>& launches);
   // A grid-strided launch cut to `waves` times the blocks the device holds at once (1: a
-  // persistent grid), so that no last wave runs part full; unchanged where that is not known.
+  // persistent grid: fewer blocks, each walking more work items); unchanged where that is not known.
   void cap_to_waves(const JitDevice& dev, void* function, KernelLaunch& l, unsigned waves) {
     const unsigned long long resident = tc_->resident_blocks(dev, function, l);
     const unsigned before[3] = {l.grid[0], l.grid[1], l.grid[2]};
