@@ -18,10 +18,10 @@
 # $OUT/<step>.txt; the end of the output is $OUT/steps.md (each step's exit status and seconds)
 # and the benchmarks' tables, since a reply carries only the last lines.
 #   report, demo; the gpu tests (correctness on the device); the forward and backward benchmarks
-#   (every kernel path or layout, % of copy bandwidth, first-call cost), and the forward again
-#   with a persistent grid (CAUSAL_CONV1D_GRID_WAVES=1); compute-sanitizer
+#   (every kernel path or layout, % of copy bandwidth, first-call cost); compute-sanitizer
 #   memcheck and racecheck over each forward and backward configuration once (--check-only);
-#   the call overhead; cold compile times with the driver's JIT cache off; Nsight Compute
+#   the call overhead; the forward again with a persistent grid (CAUSAL_CONV1D_GRID_WAVES=1);
+#   cold compile times with the driver's JIT cache off; Nsight Compute
 #   metrics of the forward kernels (--clock-control none: the card's clocks are left alone).
 # --rehearse checks the script on a machine without a GPU: the benchmarks run --quick on the cpu
 # backend and the GPU-only tools are skipped.
@@ -71,9 +71,6 @@ step demo 60 "$PY" -m causal_conv1d demo
 ((SKIP_GPU_TOOLS)) || step gpu_tests 200 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/python
 step gpu_fwd 150 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 150 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
-# The same forward with a persistent grid (one wave of resident blocks per launch), beside the
-# default grid above: which is faster is this device's to say (RESULTS.md, "Waves").
-step gpu_fwd_waves1 120 env CAUSAL_CONV1D_GRID_WAVES=1 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 if have compute-sanitizer; then
   # Out-of-bounds and misaligned accesses, then shared-memory races, on the real device (the
   # emulator's checking mode is the CPU's version of the second). Kernels come from the cache
@@ -85,6 +82,9 @@ if have compute-sanitizer; then
   step racecheck_fwd 60 "${SAN[@]}" --tool racecheck "$PY" bench/gpu_fwd.py --quick --check-only
 fi
 ((SKIP_GPU_TOOLS)) || step call_overhead 40 "$PY" bench/call_overhead.py --device cuda
+# The forward again with a persistent grid (one wave of resident blocks per launch), beside the
+# default grid of gpu_fwd: which is faster is this device's to say (RESULTS.md, "Waves").
+step gpu_fwd_waves1 120 env CAUSAL_CONV1D_GRID_WAVES=1 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 if ((SKIP_GPU_TOOLS == 0)) && [ -x build/cmake/bench/bench_compile ]; then
   # The sm of device 0, e.g. 90; NVRTC's compile time per variant on one core.
   SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
