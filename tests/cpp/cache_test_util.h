@@ -23,6 +23,8 @@
 
 namespace cache_test {
 
+using cc1d_test::LogCapture;  // test_support.h
+
 using namespace cc1d;
 
 // The temporary directories this process made, removed when it exits (not by a forked child,
@@ -76,31 +78,6 @@ inline void spit(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
 }
-
-// Every libcc1d log line while alive.
-struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  LogCapture() { cc1d_set_log_callback(&record, this); }
-  ~LogCapture() { cc1d_set_log_callback(nullptr, nullptr); }
-  static void record(int32_t, const char* message, void* self) {
-    auto* c = static_cast<LogCapture*>(self);
-    std::lock_guard<std::mutex> lock(c->mu);
-    c->lines.push_back(message);
-  }
-  int count(const std::string& fragment) {
-    std::lock_guard<std::mutex> lock(mu);
-    int n = 0;
-    for (const auto& l : lines) n += l.find(fragment) != std::string::npos;
-    return n;
-  }
-  std::string all() {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string s;
-    for (const auto& l : lines) s += l + "\n";
-    return s;
-  }
-};
 
 // Runs `step` in a child process: "" when it returned true within `seconds`, else what went
 // wrong ("timed out" when it had to be killed).

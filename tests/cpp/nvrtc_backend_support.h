@@ -80,9 +80,15 @@ struct FakeLaunch {
   std::string function;
 };
 
-inline FakeLaunch last_launch() {
+// The fake driver's record of the last successful launch, as it keeps it.
+inline cc1d_fake_launch raw_last_launch() {
   cc1d_fake_launch l{};
   REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  return l;
+}
+
+inline FakeLaunch last_launch() {
+  const cc1d_fake_launch l = raw_last_launch();
   static_assert(sizeof(cc1d::FwdParams) <= sizeof l.params, "cc1d_fake_launch.params is too small");
   REQUIRE(l.params_bytes == sizeof(cc1d::FwdParams));
   FakeLaunch out{};
@@ -133,8 +139,7 @@ inline size_t occurrences(const std::string& s, const std::string& frag) {
 // and the last launch ran a kernel whose name holds `kernel`, on the caller's `stream`.
 inline void check_graph_safe_launch(const char* kernel, void* stream) {
   for (const char* k : {"mem_alloc", "mem_free", "memcpy", "memset", "synchronize"}) CHECK(count(k) == 0);
-  cc1d_fake_launch l{};
-  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
+  const cc1d_fake_launch l = raw_last_launch();
   CHECK(has(l.kernel, kernel));
   CHECK(l.stream == stream);
 }

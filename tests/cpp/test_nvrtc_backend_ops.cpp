@@ -162,16 +162,6 @@ TEST_CASE("bwd launch") {
 
 namespace {
 unsigned blocks(const unsigned g[3]) { return g[0] * g[1] * g[2]; }
-cc1d_fake_launch raw_last_launch() {
-  cc1d_fake_launch l{};
-  REQUIRE(hook<int (*)(cc1d_fake_launch*)>("cc1d_fake_last_launch")(&l) == 1);
-  return l;
-}
-void warnings_to(std::string* sink) {
-  cc1d_set_log_callback(sink == nullptr ? nullptr : +[](int32_t, const char* m, void* s) {
-    *static_cast<std::string*>(s) += std::string(m) + "\n";
-  }, sink);
-}
 }  // namespace
 
 TEST_CASE("grid waves") {
@@ -222,15 +212,13 @@ TEST_CASE("grid waves") {
   CHECK(blocks(update_grid[0]) > 6);
   CHECK(std::equal(update_grid[0], update_grid[0] + 3, update_grid[1]));
   // Not a count: one warning naming the variable, and the default grid.
-  std::string log;
-  warnings_to(&log);
+  LogCapture log;
   setenv(kEnv, "many", 1);
   ok(p);
   ok(p);
-  warnings_to(nullptr);
   unsetenv(kEnv);
   CHECK(blocks(last_launch().grid) == blocks(full.grid));
-  CHECK(occurrences(log, "CAUSAL_CONV1D_GRID_WAVES='many' is not a whole number from 0 to 1024") == 1);
+  CHECK(log.count("CAUSAL_CONV1D_GRID_WAVES='many' is not a whole number from 0 to 1024") == 1);
 }
 
 TEST_CASE("grid waves without occupancy") {
@@ -241,14 +229,12 @@ TEST_CASE("grid waves without occupancy") {
   Problem p(0, CC1D_FLOAT32, CC1D_FLOAT32, Layout::ChannelFirst, 2, 256, 700);
   ok(p);
   const FakeLaunch full = last_launch();
-  std::string log;
-  warnings_to(&log);
+  LogCapture log;
   setenv("CAUSAL_CONV1D_GRID_WAVES", "1", 1);
   ok(p);
   ok(p);
-  warnings_to(nullptr);
   unsetenv("CAUSAL_CONV1D_GRID_WAVES");
   CHECK(blocks(last_launch().grid) == blocks(full.grid));
-  CHECK(occurrences(log, "cuOccupancyMaxActiveBlocksPerMultiprocessor failed for cc1d::causal_conv1d_fwd_kernel") == 1);
-  CHECK(occurrences(log, "CAUSAL_CONV1D_GRID_WAVES does not apply to it") == 1);
+  CHECK(log.count("cuOccupancyMaxActiveBlocksPerMultiprocessor failed for cc1d::causal_conv1d_fwd_kernel") == 1);
+  CHECK(log.count("CAUSAL_CONV1D_GRID_WAVES does not apply to it") == 1);
 }

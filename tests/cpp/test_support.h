@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -259,5 +260,30 @@ inline std::string reference_diff(const HostTensor& out, const HostTensor& x, co
   reference_fwd(in, want, fin);
   return compare(out, want, tolerance(static_cast<int>(out.t.dtype)));
 }
+
+// Every libcc1d log line while alive.
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  LogCapture() { cc1d_set_log_callback(&record, this); }
+  ~LogCapture() { cc1d_set_log_callback(nullptr, nullptr); }
+  static void record(int32_t, const char* message, void* self) {
+    auto* c = static_cast<LogCapture*>(self);
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->lines.push_back(message);
+  }
+  int count(const std::string& fragment) {
+    std::lock_guard<std::mutex> lock(mu);
+    int n = 0;
+    for (const auto& l : lines) n += l.find(fragment) != std::string::npos;
+    return n;
+  }
+  std::string all() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+  }
+};
 
 }  // namespace cc1d_test
