@@ -12,10 +12,10 @@ namespace cc1d {
 
 namespace {
 
-enum Sym { B, D, L, W };
+enum Sym { B = kConvBatch, D = kConvDim, L = kConvSeqlen, W = kConvWidth };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
-enum Row { X, WEIGHT, BIAS, SEQ_IDX, INIT, DOUT, DFINAL, DX, DWEIGHT, DBIAS, DINIT, WORKSPACE };
+enum Row { X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit, DOUT, DFINAL, DX, DWEIGHT, DBIAS, DINIT, WORKSPACE };
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "dout, states and their gradients have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias, dweight and dbias have weight's dtype"};
 constexpr DimRule kAny{};
@@ -45,18 +45,8 @@ BwdProblem bind_bwd(const cc1d_bwd_args* a) {
   if (a->deterministic != 0 && a->deterministic != 1)
     bad_arg(kTable, "deterministic", "expected 0 or 1, got " + std::to_string(a->deterministic));
   BwdProblem p;
-  p.bind(b);
-  p.batch = b.sym[B];
-  p.dim = b.sym[D];
-  p.seqlen = b.sym[L];
-  p.width = static_cast<int>(b.sym[W]);
-  p.silu = silu_activation(kTable, a->activation);
+  p.bind_conv(b, kTable, a->activation);
   p.deterministic = a->deterministic == 1 || env_flag("CAUSAL_CONV1D_DETERMINISTIC");
-  p.x = b.t[X];
-  p.weight = b.t[WEIGHT];
-  p.bias = b.t[BIAS];
-  p.seq_idx = b.t[SEQ_IDX];
-  p.initial_states = b.t[INIT];
   p.dout = b.t[DOUT];
   p.dfinal_states = b.t[DFINAL];
   p.dx = b.t[DX];
@@ -64,9 +54,6 @@ BwdProblem bind_bwd(const cc1d_bwd_args* a) {
   p.dbias = b.t[DBIAS];
   p.dinitial_states = b.t[DINIT];
   p.workspace_arg = b.t[WORKSPACE];
-  p.x_dtype = p.x.dtype;
-  p.w_dtype = p.weight.dtype;
-  p.time_major = p.dim == 1 || (p.seqlen > 1 && p.x.strides[2] <= p.x.strides[1]);
   // An empty batch still has gradients of weight and bias: zeros.
   p.nothing_to_do = p.dim == 0 || (p.batch == 0 && !p.wants_sums());
   return p;

@@ -6,20 +6,14 @@
 
 #include "core/tensor.h"
 #include "ops/bwd/bwd_kernels.h"
+#include "ops/conv_inputs.h"
 #include "ops/op.h"
 
 namespace cc1d {
 
-struct BwdProblem : Problem {
-  int64_t batch = 0, dim = 0, seqlen = 0;
-  int width = 0;
-  bool silu = false;
+struct BwdProblem : ConvProblem {
   bool deterministic = false;  // args.deterministic or CAUSAL_CONV1D_DETERMINISTIC
-  cc1d_dtype x_dtype = CC1D_FLOAT32;  // also dout, states, dx, dinitial_states
-  cc1d_dtype w_dtype = CC1D_FLOAT32;  // also bias, dweight, dbias
-  bool time_major = true;  // walk time or channels, from x's strides (as the forward decides)
-  TensorRef x, weight, bias, seq_idx, initial_states, dout, dfinal_states;  // absent: !given
-  TensorRef dx, dweight, dbias, dinitial_states;
+  TensorRef dout, dfinal_states, dx, dweight, dbias, dinitial_states;  // absent: !given
   TensorRef workspace_arg;  // the caller's workspace tensor (Problem::workspace points to its data)
   bool wants_sums() const { return dweight.present() || dbias.present(); }
 };

@@ -88,11 +88,7 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   const auto& pr = static_cast<const BwdProblem&>(problem);
   const BwdGeometry g = bwd_geometry(pr);
   BwdParams p{};
-  p.x = pr.x.data;
-  p.weight = pr.weight.data;
-  p.bias = pr.bias.data;
-  p.seq_idx = static_cast<const int*>(pr.seq_idx.data);
-  p.initial_states = pr.initial_states.data;
+  fill_conv_params(p, pr);
   p.dout = pr.dout.data;
   p.dfinal_states = pr.dfinal_states.data;
   p.dx = pr.dx.data;
@@ -100,14 +96,6 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   p.dweight = pr.dweight.data;
   p.dbias = pr.dbias.data;
   p.acc = pr.wants_sums() ? static_cast<float*>(workspace) : nullptr;
-  p.batch = pr.batch;
-  p.dim = pr.dim;
-  p.seqlen = pr.seqlen;
-  copy_strides(p.x_stride, pr.x, 3);
-  copy_strides(p.w_stride, pr.weight, 2);
-  p.bias_stride = pr.bias.strides[0];
-  copy_strides(p.seq_stride, pr.seq_idx, 2);
-  copy_strides(p.init_stride, pr.initial_states, 3);
   copy_strides(p.dout_stride, pr.dout, 3);
   copy_strides(p.dfinal_stride, pr.dfinal_states, 3);
   copy_strides(p.dx_stride, pr.dx, 3);
@@ -119,7 +107,6 @@ std::vector<KernelLaunch> plan_bwd(const Problem& problem, void* workspace) {
   p.num_channel_blocks = g.num_channel_blocks;
   p.parts = g.parts;
   p.width = pr.width;
-  p.silu = pr.silu ? 1 : 0;
   p.deterministic = pr.deterministic ? 1 : 0;
 
   const long long per_batch = mul_checked(g.num_channel_blocks, g.num_segments, "causal_conv1d backward blocks");

@@ -10,10 +10,10 @@ namespace cc1d {
 
 namespace {
 
-enum Sym { B, D, L, W };
+enum Sym { B = kConvBatch, D = kConvDim, L = kConvSeqlen, W = kConvWidth };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
-enum Row { X, WEIGHT, BIAS, SEQ_IDX, INIT, OUT, FINAL };
+enum Row { X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit, OUT, FINAL };
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "states and out have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias has weight's dtype"};
 
@@ -36,23 +36,9 @@ const OpTable kTable{"cc1d_causal_conv1d_fwd", "cc1d_fwd_args", sizeof(cc1d_fwd_
 FwdProblem validate_fwd(const cc1d_fwd_args* a) {
   const BoundArgs b = bind_args(kTable, a);
   FwdProblem p;
-  p.bind(b);
-  p.batch = b.sym[B];
-  p.dim = b.sym[D];
-  p.seqlen = b.sym[L];
-  p.width = static_cast<int>(b.sym[W]);
-  p.silu = silu_activation(kTable, a->activation);
-  p.x = b.t[X];
-  p.weight = b.t[WEIGHT];
-  p.bias = b.t[BIAS];
-  p.seq_idx = b.t[SEQ_IDX];
-  p.initial_states = b.t[INIT];
+  p.bind_conv(b, kTable, a->activation);
   p.out = b.t[OUT];
   p.final_states = b.t[FINAL];
-  p.x_dtype = p.x.dtype;
-  p.w_dtype = p.weight.dtype;
-  // The axis with the smaller stride is walked by adjacent threads / vector lanes.
-  p.time_major = p.dim == 1 || (p.seqlen > 1 && p.x.strides[2] <= p.x.strides[1]);
   p.nothing_to_do = p.batch == 0 || p.dim == 0;
   return p;
 }

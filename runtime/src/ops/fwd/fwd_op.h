@@ -6,20 +6,13 @@
 
 #include "core/tensor.h"
 #include "ops/fwd/fwd_kernels.h"
+#include "ops/conv_inputs.h"
 #include "ops/op.h"
 
 namespace cc1d {
 
-struct FwdProblem : Problem {
-  int64_t batch = 0, dim = 0, seqlen = 0;
-  int width = 0;
-  bool silu = false;
-  cc1d_dtype x_dtype = CC1D_FLOAT32;  // also out and states
-  cc1d_dtype w_dtype = CC1D_FLOAT32;  // also bias
-  // Walk time (channel-first) or channels (channel-last): decided once here, from x's strides,
-  // and followed by every backend.
-  bool time_major = true;
-  TensorRef x, weight, bias, seq_idx, initial_states, out, final_states;  // absent: !given
+struct FwdProblem : ConvProblem {
+  TensorRef out, final_states;  // final_states absent: !given
 };
 
 // Validates every argument (see arg_table.h for the order of the checks).

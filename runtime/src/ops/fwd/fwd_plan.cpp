@@ -57,24 +57,11 @@ int choose_path(const FwdProblem& pr) {
 KernelLaunch plan_fwd(const Problem& problem) {
   const auto& pr = static_cast<const FwdProblem&>(problem);
   FwdParams p{};
-  p.x = pr.x.data;
-  p.weight = pr.weight.data;
-  p.bias = pr.bias.data;
-  p.seq_idx = static_cast<const int*>(pr.seq_idx.data);
-  p.initial_states = pr.initial_states.data;
+  fill_conv_params(p, pr);
   p.out = pr.out.data;
   p.final_states = pr.final_states.data;
-  p.batch = pr.batch;
-  p.dim = pr.dim;
-  p.seqlen = pr.seqlen;
-  copy_strides(p.x_stride, pr.x, 3);
-  copy_strides(p.w_stride, pr.weight, 2);
-  p.bias_stride = pr.bias.strides[0];
-  copy_strides(p.seq_stride, pr.seq_idx, 2);
-  copy_strides(p.init_stride, pr.initial_states, 3);
   copy_strides(p.out_stride, pr.out, 3);
   copy_strides(p.final_stride, pr.final_states, 3);
-  p.silu = pr.silu ? 1 : 0;
 
   const int path = choose_path(pr);
   switch (path) {
