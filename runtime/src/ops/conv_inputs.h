@@ -13,7 +13,7 @@
 namespace cc1d {
 
 enum ConvSym { kConvBatch, kConvDim, kConvSeqlen, kConvWidth };
-enum ConvRow { kConvX, kConvWeight, kConvBias, kConvSeqIdx, kConvInit, kConvRows };
+enum ConvRow { kConvX, kConvWeight, kConvBias, kConvSeqIdx, kConvInit };
 
 struct ConvProblem : Problem {
   int64_t batch = 0, dim = 0, seqlen = 0;

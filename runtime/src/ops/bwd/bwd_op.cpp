@@ -15,7 +15,10 @@ namespace {
 enum Sym { B = kConvBatch, D = kConvDim, L = kConvSeqlen, W = kConvWidth };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
-enum Row { X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit, DOUT, DFINAL, DX, DWEIGHT, DBIAS, DINIT, WORKSPACE };
+enum Row {
+  X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit,  // shared
+  DOUT, DFINAL, DX, DWEIGHT, DBIAS, DINIT, WORKSPACE
+};
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "dout, states and their gradients have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias, dweight and dbias have weight's dtype"};
 constexpr DimRule kAny{};

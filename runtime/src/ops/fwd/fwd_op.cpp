@@ -13,7 +13,10 @@ namespace {
 enum Sym { B = kConvBatch, D = kConvDim, L = kConvSeqlen, W = kConvWidth };
 const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
-enum Row { X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit, OUT, FINAL };
+enum Row {
+  X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit,  // shared
+  OUT, FINAL
+};
 constexpr DtypeRule kLikeX{DtypeRule::SameAs, X, "states and out have x's dtype"};
 constexpr DtypeRule kLikeW{DtypeRule::SameAs, WEIGHT, "bias has weight's dtype"};
 
