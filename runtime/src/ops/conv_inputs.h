@@ -2,7 +2,7 @@
 // bias, seq_idx, initial_states), its sizes and activation, and the layout decision. Each op
 // keeps its own argument table (fwd_op.cpp, bwd_op.cpp), whose symbol and row enums take the
 // first values from ConvSym and ConvRow, so one binding and one fill of the kernel parameters
-// serve both.
+// serve both. Both ops share the whole symbol list, kConvSyms.
 #pragma once
 #include <cstdint>
 
@@ -12,7 +12,9 @@
 
 namespace cc1d {
 
-enum ConvSym { kConvBatch, kConvDim, kConvSeqlen, kConvWidth };
+enum ConvSym { kConvBatch, kConvDim, kConvSeqlen, kConvWidth, kConvSymCount };
+// Both ops' whole symbol list, in ConvSym's order.
+inline constexpr SymbolSpec kConvSyms[kConvSymCount] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 enum ConvRow { kConvX, kConvWeight, kConvBias, kConvSeqIdx, kConvInit };
 
 struct ConvProblem : Problem {

@@ -13,7 +13,6 @@ namespace cc1d {
 namespace {
 
 enum Sym { B = kConvBatch, D = kConvDim, L = kConvSeqlen, W = kConvWidth };
-const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
 enum Row {
   X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit,  // shared
@@ -40,7 +39,7 @@ const ArgRow kRows[] = {
 };
 #undef CC1D_MEMBER
 
-const OpTable kTable{"cc1d_causal_conv1d_bwd", "cc1d_bwd_args", sizeof(cc1d_bwd_args), kSyms, 4, kRows, 12};
+const OpTable kTable{"cc1d_causal_conv1d_bwd", "cc1d_bwd_args", sizeof(cc1d_bwd_args), kConvSyms, kConvSymCount, kRows, 12};
 
 // Everything but the workspace's size and presence, which depend on the geometry.
 BwdProblem bind_bwd(const cc1d_bwd_args* a) {

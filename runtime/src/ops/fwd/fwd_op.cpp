@@ -11,7 +11,6 @@ namespace cc1d {
 namespace {
 
 enum Sym { B = kConvBatch, D = kConvDim, L = kConvSeqlen, W = kConvWidth };
-const SymbolSpec kSyms[] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 
 enum Row {
   X = kConvX, WEIGHT = kConvWeight, BIAS = kConvBias, SEQ_IDX = kConvSeqIdx, INIT = kConvInit,  // shared
@@ -32,7 +31,7 @@ const ArgRow kRows[] = {
 };
 #undef CC1D_MEMBER
 
-const OpTable kTable{"cc1d_causal_conv1d_fwd", "cc1d_fwd_args", sizeof(cc1d_fwd_args), kSyms, 4, kRows, 7};
+const OpTable kTable{"cc1d_causal_conv1d_fwd", "cc1d_fwd_args", sizeof(cc1d_fwd_args), kConvSyms, kConvSymCount, kRows, 7};
 
 }  // namespace
 
