@@ -28,14 +28,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# 2. The virtual environment with torch, numpy, pytest and the build backend.
+# 2. The virtual environment with torch, numpy, pytest and the build backend, and transformers:
+#    pytest checks that every transformers model which imports causal_conv1d gets this package.
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating the virtual environment $VENV"
   "$PY" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
-  echo "setup: installing torch, numpy, pytest, scikit-build-core into $VENV (first run: several minutes)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check torch numpy pytest scikit-build-core
+if ! "$VENV/bin/python" -c "import torch, numpy, pytest, scikit_build_core, transformers" 2>/dev/null; then
+  echo "setup: installing torch, numpy, pytest, scikit-build-core, transformers into $VENV (first run: several minutes)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check torch numpy pytest scikit-build-core transformers
 fi
 
 # 3. The NVRTC 12 of its pip wheel, beside the venv (not in it: torch brings its own NVRTC),
