@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels_src/fwd_params.h"
@@ -256,6 +257,60 @@ TEST_CASE("cuModuleLoadData checks the image as a real driver does") {
   const std::string img = make_cubin(90, {kLowered});
   CHECK(api().load(&module, img.data()) == FAKE_CUDA_ERROR_INVALID_IMAGE);
   CHECK(std::string(api().last_error()).find("fault switch") != std::string::npos);
+}
+
+TEST_CASE("a simulated CUDA-graph capture refuses module loads where a real driver does") {
+  auto begin = api().get<int (*)(int)>("cc1d_fake_begin_capture");
+  auto end = api().get<int (*)()>("cc1d_fake_end_capture");
+  auto exchange = api().get<int (*)(int*)>("cuThreadExchangeStreamCaptureMode");
+  enum { kGlobal = 0, kThreadLocal = 1, kRelaxed = 2 };
+  configure("90");
+  Session s;
+  const std::string img = make_cubin(90, {kLowered});
+  // A load in `thread_mode` from this thread (or another one), during a capture this thread began
+  // in `capture_mode`: the load's result, and end's.
+  auto attempt = [&](int capture_mode, int thread_mode, bool load_here) {
+    std::pair<int, int> got{-1, -1};
+    auto load = [&] {
+      void* ctx = s.ctx;
+      REQUIRE(api().push(ctx) == 0);  // a context is current per thread
+      int mode = thread_mode;
+      REQUIRE(exchange(&mode) == 0);
+      void* module = nullptr;
+      got.first = api().load(&module, img.data());
+      if (got.first == 0) CHECK(api().unload(module) == 0);
+      REQUIRE(exchange(&mode) == 0);
+      CHECK(mode == thread_mode);
+      void* popped = nullptr;
+      api().pop(&popped);
+    };
+    REQUIRE(begin(capture_mode) == 0);
+    if (load_here)
+      load();
+    else
+      std::thread(load).join();
+    got.second = end();
+    return got;
+  };
+  const std::pair<int, int> refused{FAKE_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, FAKE_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED};
+  const std::pair<int, int> allowed{0, 0};
+  CHECK(attempt(kGlobal, kGlobal, true) == refused);         // torch's default: the capturing thread
+  CHECK(attempt(kGlobal, kThreadLocal, true) == refused);
+  CHECK(attempt(kGlobal, kRelaxed, true) == allowed);        // what the runtime does around a load
+  CHECK(attempt(kGlobal, kGlobal, false) == refused);        // a global capture reaches other threads
+  CHECK(attempt(kGlobal, kThreadLocal, false) == allowed);   // ... unless they opt out
+  CHECK(attempt(kThreadLocal, kGlobal, false) == allowed);   // a thread-local one does not
+  CHECK(attempt(kThreadLocal, kGlobal, true) == refused);
+  CHECK(attempt(kRelaxed, kGlobal, true) == allowed);
+  CHECK(std::string(api().last_error()).find("not permitted while a stream is capturing") != std::string::npos);
+  // No capture: loads run; begin/end pair up; the modes are checked.
+  void* module = nullptr;
+  CHECK(api().load(&module, img.data()) == 0);
+  CHECK(api().unload(module) == 0);
+  CHECK(end() == 1);
+  CHECK(begin(3) == 1);
+  int bad = 7;
+  CHECK(exchange(&bad) == FAKE_CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_CASE("cuModuleGetFunction finds host instantiations by NVRTC's lowered name") {

@@ -53,6 +53,16 @@ TEST_CASE("CUDA-graph safety: the launch path never allocates, copies or synchro
   CHECK(c.line("LAST") == std::string("stream=0x1234 grid=3,2,1 block=128,1,1 shared=0 kernel=") + kGraphLowered);
 }
 
+TEST_CASE("CUDA-graph capture: a first call inside the caller's capture loads its module and keeps the capture valid") {
+  CacheDir cache;  // empty: the call compiles and loads inside the capture
+  const Child c = spawn("capture", {{"CAUSAL_CONV1D_CACHE_DIR", cache.path}});
+  INFO(explain(c));
+  REQUIRE(c.exit_code == 0);
+  // The load ran in relaxed mode, the capture stayed valid, and the thread's mode is back to global.
+  CHECK(c.line("CAPTURE") == "status=0 end=0 mode=0");
+  CHECK(c.line("RESULT") == "ok");
+}
+
 TEST_CASE("an old driver makes the nvrtc backend unavailable, with the reason") {
   REQUIRE(g_min_nvrtc_major > 0);
   const std::string old = std::to_string((g_min_nvrtc_major - 1) * 1000 + 800);

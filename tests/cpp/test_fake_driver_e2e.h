@@ -2,7 +2,7 @@
 // process against the fake libcuda through libcc1d's C ABI; results printed as "KEY value" lines).
 #pragma once
 
-// Runs one scenario ("report", "one", "graph", "fwd", "fwd-small") and returns the process exit code.
+// Runs one scenario ("report", "one", "graph", "capture", "fwd", "fwd-small") and returns the process exit code.
 int e2e_child_main(const char* scenario);
 
 // Number of forward cases the "fwd" scenario runs.

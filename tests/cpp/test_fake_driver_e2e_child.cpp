@@ -169,6 +169,29 @@ int scenario_graph() {
   return 0;
 }
 
+// The first call (compile, module load, launch) made while the caller captures a CUDA graph in
+// torch's default mode (global), as a first use inside torch.cuda.graph would.
+int scenario_capture() {
+  std::mt19937 rng = cc1d_test::test_rng(114);
+  Problem p = graph_problem();
+  p.make(rng);
+  void* h = dlopen(std::getenv("CAUSAL_CONV1D_CUDA_DRIVER"), RTLD_NOW);
+  auto begin = h ? reinterpret_cast<int (*)(int)>(dlsym(h, "cc1d_fake_begin_capture")) : nullptr;
+  auto end = h ? reinterpret_cast<int (*)()>(dlsym(h, "cc1d_fake_end_capture")) : nullptr;
+  auto mode = h ? reinterpret_cast<int (*)()>(dlsym(h, "cc1d_fake_capture_mode")) : nullptr;
+  if (begin == nullptr || end == nullptr || mode == nullptr || begin(0) != 0) {
+    std::printf("ERROR the fake driver's capture hooks are missing\n");
+    return 1;
+  }
+  const cc1d_status st = p.run(reinterpret_cast<void*>(0x1234));
+  const std::string why = st == CC1D_OK ? "" : cc1d_last_error();
+  const int ended = end();
+  std::printf("CAPTURE status=%d end=%d mode=%d%s%s\n", st, ended, mode(), why.empty() ? "" : " ", why.c_str());
+  const std::string d = st == CC1D_OK ? p.check() : "not run";
+  std::printf("RESULT %s\n", d.empty() ? "ok" : d.c_str());
+  return 0;
+}
+
 std::vector<Problem> fwd_cases(bool all) {
   std::vector<Problem> cases;
   if (!all) {
@@ -224,6 +247,7 @@ int e2e_child_main(const char* scenario) {
   }
   if (s == "one") return scenario_one();
   if (s == "graph") return scenario_graph();
+  if (s == "capture") return scenario_capture();
   if (s == "fwd") return scenario_fwd(true);
   if (s == "fwd-small") return scenario_fwd(false);
   std::fprintf(stderr, "unknown scenario %s\n", scenario);

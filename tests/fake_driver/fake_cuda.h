@@ -59,7 +59,9 @@ enum {
   FAKE_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   FAKE_CUDA_ERROR_INVALID_HANDLE = 400,
   FAKE_CUDA_ERROR_NOT_FOUND = 500,
-  FAKE_CUDA_ERROR_LAUNCH_FAILED = 719
+  FAKE_CUDA_ERROR_LAUNCH_FAILED = 719,
+  FAKE_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  FAKE_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
 };
 
 typedef struct cc1d_fake_counters {
@@ -99,6 +101,19 @@ const char* cc1d_fake_requested_proc(int i);
 const char* cc1d_fake_last_error(void);
 /* Reads the environment again (devices, version, faults); cuInit must then be called again. */
 void cc1d_fake_reconfigure(void);
+/* A simulated CUDA-graph capture, begun by the calling thread in `mode` (0 global, 1
+ * thread-local, 2 relaxed: CUstreamCaptureMode). While it lasts, cuModuleLoadData refuses to
+ * run with 900 (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the capture wherever a
+ * real driver would: unless the capture or the calling thread's mode
+ * (cuThreadExchangeStreamCaptureMode) is relaxed, in the capturing thread, and in any thread
+ * in global mode during a global capture. Begin returns 0, or 1 when a capture is already
+ * underway or the mode is invalid; end returns 0 if the capture stayed valid, 901
+ * (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) if a refused call invalidated it, 1 if none was
+ * underway. */
+int cc1d_fake_begin_capture(int mode);
+int cc1d_fake_end_capture(void);
+/* The calling thread's capture mode (cuThreadExchangeStreamCaptureMode's; 0 until changed). */
+int cc1d_fake_capture_mode(void);
 
 #ifdef __cplusplus
 }

@@ -65,6 +65,8 @@ const ErrorText kErrors[] = {
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -204,6 +206,7 @@ FAKE_EXPORT CUresult cuModuleLoadData(void** module, const void* image) {
   fake::Context* ctx = fake::current();
   if (ctx == nullptr) return failed(FAKE_CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData: no current context");
   if (config().module_load_fault) return failed(FAKE_CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: fault switch");
+  if (CUresult r = fake::refuse_if_capturing("cuModuleLoadData")) return r;
   auto m = std::make_unique<fake::Module>();
   m->ctx = ctx;
   std::string why;

@@ -73,6 +73,10 @@ CUresult check_image_runs(const Image& image, int device_sm, int version, std::s
 // Whether the image defines a kernel entry named `name`.
 bool image_has_entry(const Image& image, const char* name);
 
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture invalidated) if a simulated capture
+// refuses a potentially unsafe `call` from this thread now, else success (fake_capture.cpp).
+CUresult refuse_if_capturing(const char* call);
+
 // Records a successful launch for cc1d_fake_last_launch.
 void record_launch(const cc1d_fake_launch& launch);
 // Records that cuGetProcAddress(_v2) was asked for `symbol` (cc1d_fake_proc_requests).

@@ -3,9 +3,13 @@
 a small Mamba-style block (in_proj, the conv, silu, a scan stand-in, out_proj, and an update
 decode step) under torch.compile(fullgraph=True) against eager; cpp_functions and every
 causal_conv1d_cuda form traced without a graph break; on a GPU, the forward and the update
-captured in a CUDA graph and replayed on new inputs. aot_eager keeps the fast tests free of C++
+captured in a CUDA graph and replayed on new inputs, also with their first use (compile and module
+load) inside the capture. aot_eager keeps the fast tests free of C++
 compiles; the inductor run is marked slow.
 """
+
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +21,7 @@ import causal_conv1d_cuda
 from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
 from causal_conv1d.cpp_functions import (causal_conv1d_bwd_function, causal_conv1d_fwd_function,
                                          causal_conv1d_update_function)
-from helpers import _GPU, make_states, make_x, randn
+from helpers import _GPU, make_states, make_x, randn, run_python
 from reference import assert_matches, reference_update
 
 needs_opcheck = pytest.mark.skipif(not hasattr(torch.library, "opcheck"),
@@ -224,3 +228,43 @@ def test_cuda_graph_capture_and_replay(dev, gen):
         torch.testing.assert_close(yt.double().cpu(), want_t, rtol=2e-2, atol=2e-2)
         assert torch.equal(state.double().cpu(), want_state)
     assert causal_conv1d.last_backend() is not None
+
+
+_FIRST_USE_IN_CAPTURE = """
+import torch, causal_conv1d
+from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
+from reference import assert_matches, reference_update
+g = torch.Generator().manual_seed(7)
+B, D, L, W, S = 2, 64, 48, 4, 3
+sx = torch.zeros(B, D, L, device="cuda", dtype=torch.bfloat16)
+sxt = torch.zeros(B, D, device="cuda", dtype=torch.bfloat16)
+w = (torch.randn(D, W, generator=g) * 0.5).to("cuda", torch.bfloat16)
+state = torch.zeros(B, D, S, device="cuda", dtype=torch.bfloat16)
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):  # torch's default capture mode (global); nothing compiled or loaded yet
+    y = causal_conv1d_fn(sx, w, activation="silu")
+    yt = causal_conv1d_update(sxt, state, w, None, activation="silu")
+for _ in range(2):
+    x = torch.randn(B, D, L, generator=g).to("cuda", torch.bfloat16)
+    xt = torch.randn(B, D, generator=g).to("cuda", torch.bfloat16)
+    s0 = torch.randn(B, D, S, generator=g).to("cuda", torch.bfloat16)
+    sx.copy_(x); sxt.copy_(xt); state.copy_(s0)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_matches(y, x, w, silu=True)
+    want_t, want_state = reference_update(xt, s0, w, None, True)
+    torch.testing.assert_close(yt.double().cpu(), want_t, rtol=2e-2, atol=2e-2)
+    assert torch.equal(state.double().cpu(), want_state)
+print("OK", causal_conv1d.last_backend().backend)
+"""
+
+
+@pytest.mark.parametrize("dev", [pytest.param("cuda", marks=_GPU)])
+def test_cuda_graph_first_use_inside_the_capture(dev, tmp_path):
+    """No warm-up: a fresh process (empty kernel cache, strict mode, so no fallback) compiles and
+    loads the kernels inside torch.cuda.graph; the capture stays valid and its replays match the
+    reference (libcc1d loads modules in relaxed capture mode)."""
+    here = str(Path(__file__).parent)
+    r = run_python(_FIRST_USE_IN_CAPTURE, env={"CAUSAL_CONV1D_CACHE_DIR": tmp_path, "CAUSAL_CONV1D_STRICT": "1",
+                                               "PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert r.returncode == 0 and r.stdout.strip() == "OK nvrtc", r.stdout + r.stderr

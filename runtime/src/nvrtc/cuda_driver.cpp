@@ -95,6 +95,8 @@ const char* known_error_name(CUresult r) {
     case 400: return "CUDA_ERROR_INVALID_HANDLE";
     case 500: return "CUDA_ERROR_NOT_FOUND";
     case 701: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+    case kCudaErrorStreamCaptureUnsupported: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case kCudaErrorStreamCaptureInvalidated: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
     default: return nullptr;
   }
 }
@@ -152,6 +154,17 @@ ContextGuard::ContextGuard(const CudaDriver& driver, CUcontext ctx) : driver_(dr
 ContextGuard::~ContextGuard() {
   CUcontext popped = nullptr;
   driver_.api().cuCtxPopCurrent(&popped);  // cannot fail once the push succeeded
+}
+
+constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+
+RelaxedCaptureGuard::RelaxedCaptureGuard(const CudaDriver& driver) : driver_(driver), previous_(kCaptureModeRelaxed) {
+  // If the swap fails the thread keeps its mode, and a load refused by a capture says so.
+  swapped_ = driver_.api().cuThreadExchangeStreamCaptureMode(&previous_) == kCudaSuccess;
+}
+
+RelaxedCaptureGuard::~RelaxedCaptureGuard() {
+  if (swapped_) driver_.api().cuThreadExchangeStreamCaptureMode(&previous_);
 }
 
 DriverProbe probe_cuda_driver() {

@@ -35,6 +35,8 @@ constexpr CUresult kCudaErrorNoDevice = 100;
 constexpr CUresult kCudaErrorInvalidDevice = 101;
 constexpr CUresult kCudaErrorNoBinaryForGpu = 209;
 constexpr CUresult kCudaErrorUnsupportedPtxVersion = 222;
+constexpr CUresult kCudaErrorStreamCaptureUnsupported = 900;
+constexpr CUresult kCudaErrorStreamCaptureInvalidated = 901;
 
 constexpr int kAttrSmCount = 16;    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 constexpr int kAttrCcMajor = 75;    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -111,6 +113,23 @@ class ContextGuard {
 
  private:
   const CudaDriver& driver_;
+};
+
+// This thread in CU_STREAM_CAPTURE_MODE_RELAXED for the guard's lifetime, then back to its own
+// mode. A first call may load a module while the caller captures a CUDA graph (torch's default
+// capture mode, global, refuses cuModuleLoadData and invalidates the capture); loading a module
+// enqueues nothing, so allowing it keeps the captured graph valid.
+class RelaxedCaptureGuard {
+ public:
+  explicit RelaxedCaptureGuard(const CudaDriver& driver);
+  ~RelaxedCaptureGuard();
+  RelaxedCaptureGuard(const RelaxedCaptureGuard&) = delete;
+  RelaxedCaptureGuard& operator=(const RelaxedCaptureGuard&) = delete;
+
+ private:
+  const CudaDriver& driver_;
+  int previous_;
+  bool swapped_;
 };
 
 // "12.4" from 12040.

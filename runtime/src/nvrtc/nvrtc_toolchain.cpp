@@ -63,13 +63,17 @@ class NvrtcToolchain final : public Toolchain {
       fail(CC1D_ERR_INTERNAL, "kernel image for " + name + " names sm_" +
                                   std::to_string(cubin_sm(image.image.data(), image.image.size())) + ", expected " + what);
     const CudaDriver& drv = driver();
+    const RelaxedCaptureGuard relaxed(drv);  // a first call inside the caller's CUDA-graph capture
     ContextGuard ctx(drv, context(dev.ordinal));
     CUmodule module = nullptr;
     CUresult r = drv.api().cuModuleLoadData(&module, image.image.data());
     if (r != kCudaSuccess) {
-      const std::string hint = r == kCudaErrorUnsupportedPtxVersion
-                                   ? "; the PTX is newer than this driver can JIT: update the NVIDIA driver"
-                                   : "; please report this with the cc1d_report() output";
+      const std::string hint =
+          r == kCudaErrorUnsupportedPtxVersion ? "; the PTX is newer than this driver can JIT: update the NVIDIA driver"
+          : r == kCudaErrorStreamCaptureUnsupported || r == kCudaErrorStreamCaptureInvalidated
+              ? "; a CUDA graph capture refused the module load: make this call once before capturing, or "
+                "compile ahead with `causal-conv1d precompile`"
+              : "; please report this with the cc1d_report() output";
       // The driver cannot run this image here (too old for the PTX, a mismatched cubin): the
       // backend is unusable on this device, and callers fall back.
       fail(CC1D_ERR_BACKEND_UNAVAILABLE,
