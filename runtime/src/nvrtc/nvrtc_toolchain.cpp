@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -47,6 +48,10 @@ class NvrtcToolchain final : public Toolchain {
   std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
                                      const JitDevice& dev) override {
     const NvrtcChoice& c = choices_[dev.ordinal].choice;
+    // NVRTC may call the driver itself (it dlopen()s libcuda): relaxed for a first use inside a
+    // capture too, as for the load below.
+    std::optional<RelaxedCaptureGuard> relaxed;
+    if (!offline_) relaxed.emplace(driver());
     const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, names, c.kind, c.target_arch);
     std::vector<CompiledImage> out(names.size());
     for (size_t i = 0; i < names.size(); ++i) out[i] = CompiledImage{p.image, p.lowered_names[i], p.target, p.ms};
