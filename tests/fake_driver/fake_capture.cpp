@@ -5,9 +5,9 @@
 // refused call invalidated it. Only module loading is modelled as potentially unsafe: it is the
 // one such call the runtime makes on a first use (allocation, copies and synchronisation are
 // counted elsewhere and must never happen at all).
-#include <atomic>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "fake_api.h"
 
@@ -21,7 +21,7 @@ std::mutex g_mu;
 bool g_capturing = false;
 int g_capture_mode = kGlobal;
 std::thread::id g_capturer;
-CUresult g_invalidated_by = FAKE_CUDA_SUCCESS;
+bool g_invalidated = false;
 thread_local int t_mode = kGlobal;
 
 }  // namespace
@@ -33,7 +33,7 @@ CUresult refuse_if_capturing(const char* call) {
   // Global: refused while this thread captures or any thread runs a global capture;
   // thread-local: only while this thread captures.
   if (!mine && !(t_mode == kGlobal && g_capture_mode == kGlobal)) return FAKE_CUDA_SUCCESS;
-  g_invalidated_by = FAKE_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  g_invalidated = true;
   return failed(FAKE_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
                 std::string(call) + ": not permitted while a stream is capturing (the capture is now invalid)");
 }
@@ -54,7 +54,7 @@ FAKE_EXPORT int cc1d_fake_begin_capture(int mode) {
   fake::g_capturing = true;
   fake::g_capture_mode = mode;
   fake::g_capturer = std::this_thread::get_id();
-  fake::g_invalidated_by = FAKE_CUDA_SUCCESS;
+  fake::g_invalidated = false;
   return FAKE_CUDA_SUCCESS;
 }
 
@@ -62,7 +62,7 @@ FAKE_EXPORT int cc1d_fake_end_capture(void) {
   std::lock_guard<std::mutex> lock(fake::g_mu);
   if (!fake::g_capturing) return FAKE_CUDA_ERROR_INVALID_VALUE;
   fake::g_capturing = false;
-  return fake::g_invalidated_by == FAKE_CUDA_SUCCESS ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  return fake::g_invalidated ? FAKE_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : FAKE_CUDA_SUCCESS;
 }
 
 FAKE_EXPORT int cc1d_fake_capture_mode(void) { return fake::t_mode; }

@@ -79,8 +79,8 @@ class NvrtcToolchain final : public Toolchain {
               ? "; a CUDA graph capture refused the module load: make this call once before capturing, or "
                 "compile ahead with `causal-conv1d precompile`"
               : "; please report this with the cc1d_report() output";
-      // The driver cannot run this image here (too old for the PTX, a mismatched cubin): the
-      // backend is unusable on this device, and callers fall back.
+      // The driver cannot run this image here (too old for the PTX, a mismatched cubin, a
+      // capture that refuses the load): the backend is unusable for this call, and callers fall back.
       fail(CC1D_ERR_BACKEND_UNAVAILABLE,
            "cuModuleLoadData failed for " + name + " (" + what + "): " + drv.describe(r) + hint);
     }
