@@ -91,6 +91,24 @@ def warn_once(key, message: str, stacklevel: Optional[int] = None) -> bool:
     return True
 
 
+def index_check_wanted(x, fn: str) -> bool:
+    """Whether CAUSAL_CONV1D_CHECK_INDICES asks `fn` to check its index tensors on the host before a
+    call on CUDA tensor `x`, and that check can run. Inside CUDA-graph capture it cannot: its
+    device-to-host copy and synchronisation would invalidate the user's capture. There the call runs
+    unchecked, as without the variable, and a warning says so once."""
+    if x.device.type != "cuda" or os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() in ("", "0"):
+        return False
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():
+        warn_once(("check-indices-in-capture", fn),
+                  f"{fn}: CAUSAL_CONV1D_CHECK_INDICES is skipped inside CUDA-graph capture (its device-to-host "
+                  f"copy cannot be captured); the captured call runs unchecked, as without the variable. "
+                  f"Check the indices in an eager call before capturing")
+        return False
+    return True
+
+
 def already_warned(key) -> bool:
     with _warned_lock:
         return key in _warned

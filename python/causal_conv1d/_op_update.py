@@ -21,13 +21,12 @@ slot: outputs 0, no state touched. Accumulation in fp32.
 An index >= pool, a duplicated index or a negative cache_seqlens: host tensors raise before
 anything is written (libcc1d reads them); on CUDA tensors the kernel treats such a row as
 padding, and CAUSAL_CONV1D_CHECK_INDICES=1 makes the call check them first (one device-to-host
-copy and a synchronisation, so not inside CUDA-graph capture).
+copy and a synchronisation; skipped, with a warning, inside CUDA-graph capture).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Optional
 
 import torch
@@ -35,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _dispatch, _lib, _ops, _pack
+from ._diag import index_check_wanted
 from ._validate import FLOAT_DTYPES, Arg, Table, check, check_activation
 
 TABLE = Table(
@@ -169,16 +169,12 @@ def _op_call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, sil
                      conv_state_indices=conv_state_indices, out=out))
 
 
-def _check_indices() -> bool:
-    return os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() not in ("", "0")
-
-
 def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str):
     """An eager call that a libcc1d backend serves where the tensors are: as _op_fwd.fast (out,
     or None for the full path). CUDA calls under CAUSAL_CONV1D_CHECK_INDICES take the full path."""
     try:
         r = _dispatch.route("update", x, backend) if _ops.MODES["update"] != "cc1d_torch" else None
-        if r is None or (x.is_cuda and _check_indices()):
+        if r is None or index_check_wanted(x, "causal_conv1d_update"):
             return None
         out = torch.empty_like(x)
         _ops.poison(out)
@@ -197,7 +193,7 @@ def update_impl(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Te
                 cache_seqlens: Optional[Tensor], conv_state_indices: Optional[Tensor], silu: bool,
                 backend: str) -> Tensor:
     """Allocates the output, then lets the selected backend write it and the state."""
-    if x.is_cuda and _check_indices():
+    if index_check_wanted(x, "causal_conv1d_update"):
         check_index_values(x, conv_state, cache_seqlens, conv_state_indices, "causal_conv1d_update")
     out = torch.empty_like(x)
     _ops.poison(out)

@@ -19,20 +19,20 @@ runs under torch.no_grad(), so its result never requires grad.
 cu_seqlens values (non-decreasing, each in [0, total_tokens]): host tensors raise before anything
 is written (libcc1d reads them); on CUDA tensors the kernel clamps them instead (end to
 [0, total], begin to [0, end]: never a read outside x), and CAUSAL_CONV1D_CHECK_INDICES=1 makes
-the call check them first (one device-to-host copy and a synchronisation, so not inside CUDA-graph
-capture).
+the call check them first (one device-to-host copy and a synchronisation; skipped, with a warning,
+inside CUDA-graph capture).
 """
 
 from __future__ import annotations
 
 import ctypes
 import operator
-import os
 
 import torch
 from torch import Tensor
 
 from . import _dispatch, _lib, _ops, _pack
+from ._diag import index_check_wanted
 from ._validate import FLOAT_DTYPES, Arg, Table, check
 
 TABLE = Table(
@@ -136,7 +136,7 @@ def ref_varlen_states(x: Tensor, cu_seqlens: Tensor, state_len: int) -> Tensor:
 
 def varlen_states_impl(x: Tensor, cu_seqlens: Tensor, state_len: int, backend: str) -> Tensor:
     """Allocates the states, then lets the selected backend write them."""
-    if x.device.type == "cuda" and os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() not in ("", "0"):
+    if index_check_wanted(x, "causal_conv1d_varlen_states"):
         check_cu_values(x, cu_seqlens, "causal_conv1d_varlen_states")
     out = empty_states(x, cu_seqlens.shape[0] - 1, state_len)
     _ops.poison(out)

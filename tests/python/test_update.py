@@ -266,3 +266,58 @@ def test_cuda_graph_capture_and_replay(gen):
         torch.cuda.synchronize()
         check_update(out, state, x, before, weight, bias, True, cache, indices)
         cache += 1
+
+
+def test_index_check_is_skipped_with_a_warning_inside_capture(monkeypatch):
+    """CAUSAL_CONV1D_CHECK_INDICES asks for a host check of CUDA index tensors; inside CUDA-graph
+    capture it would invalidate the capture, so it is skipped there, said once per op."""
+    from types import SimpleNamespace
+
+    from causal_conv1d import _diag
+
+    cuda_x, cpu_x = SimpleNamespace(device=torch.device("cuda", 0)), torch.zeros(1)
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.delenv("CAUSAL_CONV1D_CHECK_INDICES", raising=False)
+    assert not _diag.index_check_wanted(cuda_x, "fn")
+    for off in ("", "0", " 0 "):
+        monkeypatch.setenv("CAUSAL_CONV1D_CHECK_INDICES", off)
+        assert not _diag.index_check_wanted(cuda_x, "fn")
+    monkeypatch.setenv("CAUSAL_CONV1D_CHECK_INDICES", "1")
+    assert not _diag.index_check_wanted(cpu_x, "fn")  # host tensors: libcc1d always checks them
+    assert _diag.index_check_wanted(cuda_x, "fn")
+    capturing[0] = True
+    key = ("check-indices-in-capture", "causal_conv1d_update")
+    monkeypatch.setattr(_diag, "_warned", set())
+    with pytest.warns(causal_conv1d.CausalConv1dWarning, match=r"causal_conv1d_update: CAUSAL_CONV1D_CHECK_INDICES "
+                                                               r"is skipped inside CUDA-graph capture"):
+        assert not _diag.index_check_wanted(cuda_x, "causal_conv1d_update")
+    assert _diag.already_warned(key)
+    assert not _diag.index_check_wanted(cuda_x, "causal_conv1d_update")  # once only
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+def test_cuda_graph_capture_with_index_check_on(monkeypatch, gen):
+    """With CAUSAL_CONV1D_CHECK_INDICES=1 an eager call still checks, and a captured call runs
+    unchecked (with a warning) instead of breaking the capture with its device-to-host copy."""
+    from causal_conv1d import _diag
+
+    monkeypatch.setattr(_diag, "_warned", set())  # the warning is once per process
+    monkeypatch.setenv("CAUSAL_CONV1D_CHECK_INDICES", "1")
+    x, state, weight, bias, cache, indices = make_case(4, 64, 1, 4, 8, torch.bfloat16, torch.float32, circular=True,
+                                                       gather=True, state_cl=False, x_2d=True, gen=gen, device="cuda")
+    bad = indices.clone()
+    bad[0] = state.shape[0]
+    with pytest.raises(ValueError, match="conv_state_indices"):
+        causal_conv1d_update(x, state.clone(), weight, bias, "silu", cache, bad, backend="nvrtc")
+    causal_conv1d_update(x, state.clone(), weight, bias, "silu", cache, indices, backend="nvrtc")  # compile first
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.warns(causal_conv1d.CausalConv1dWarning, match="skipped inside CUDA-graph capture"):
+        with torch.cuda.graph(graph):
+            out = causal_conv1d_update(x, state, weight, bias, "silu", cache, indices, backend="nvrtc")
+    before = state.clone()
+    graph.replay()
+    torch.cuda.synchronize()
+    check_update(out, state, x, before, weight, bias, True, cache, indices)
