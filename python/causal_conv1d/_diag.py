@@ -96,7 +96,7 @@ def index_check_wanted(x, fn: str) -> bool:
     call on CUDA tensor `x`, and that check can run. Inside CUDA-graph capture it cannot: its
     device-to-host copy and synchronisation would invalidate the user's capture. There the call runs
     unchecked, as without the variable, and a warning says so once."""
-    if x.device.type != "cuda" or os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() in ("", "0"):
+    if not x.is_cuda or os.environ.get("CAUSAL_CONV1D_CHECK_INDICES", "").strip() in ("", "0"):
         return False
     import torch
 
