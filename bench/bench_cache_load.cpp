@@ -38,15 +38,15 @@ using namespace cc1d;
 
 namespace {
 
-const char* const kKernel = "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>";
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // The first call of a process: a tiny forward on "CUDA" tensors (host memory; the fake driver
-// does not execute it). Returns the call's wall time, and the runtime's build time of its kernel.
-bool first_call(double* call_ms, double* build_ms, std::string* origin) {
+// does not execute it). Returns the call's wall time, the runtime's build time of its kernel, where
+// the kernel came from, and which variant the planner chose (read back, not assumed).
+bool first_call(double* call_ms, double* build_ms, std::string* origin, std::string* variant) {
   const BenchTensor x(CC1D_DEVICE_CUDA, {2, 8, 16}), w(CC1D_DEVICE_CUDA, {8, 4}), out(CC1D_DEVICE_CUDA, {2, 8, 16});
   cc1d_fwd_args a{};
   a.struct_size = sizeof a;
@@ -66,28 +66,33 @@ bool first_call(double* call_ms, double* build_ms, std::string* origin) {
   cc1d_report(&r[0], r.size(), &n);
   const size_t rec = r.find("\"compiled\": [{");
   const size_t o = r.find("\"origin\": \"", rec), ms = r.find("\"ms\": ", rec);
-  if (rec == std::string::npos || o == std::string::npos || ms == std::string::npos) return false;
+  const size_t v = r.find("\"variant\": \"", rec);
+  if (rec == std::string::npos || o == std::string::npos || ms == std::string::npos || v == std::string::npos)
+    return false;
   *origin = r.substr(o + 11, r.find('"', o + 11) - o - 11);
+  *variant = r.substr(v + 12, r.find('"', v + 12) - v - 12);
   *build_ms = std::atof(r.c_str() + ms + 6);
   return true;
 }
 
-// The key the nvrtc backend uses for kKernel on the fake sm_90 device (its driver: CUDA 13.0).
-CacheKey bench_key() {
+// The key the nvrtc backend uses for `kernel` on the fake sm_90 device (its driver: CUDA 13.0).
+CacheKey bench_key(const std::string& kernel) {
   OfflineTargets t;
   t.archs = {90};
   t.driver_version = 13000;
   const auto tc = make_nvrtc_toolchain(&t);
   if (!tc->probe().empty() || !tc->devices()[0].usable) std::abort();
   const JitDevice& d = tc->devices()[0];
-  return CacheKey{load_kernel_sources().hash, kKernel, d.target, d.compiler, d.options, CC1D_ABI_VERSION};
+  // Keys hash the op's own sources (kernel_sources_of), as the nvrtc backend's do.
+  return CacheKey{kernel_sources_of(load_kernel_sources(), kernel).hash, kernel, d.target, d.compiler, d.options,
+                  CC1D_ABI_VERSION};
 }
 
 int child() {
   double call_ms = 0, build_ms = 0;
-  std::string origin;
-  if (!first_call(&call_ms, &build_ms, &origin)) return 1;
-  const CacheKey key = bench_key();  // not timed: NVRTC discovery
+  std::string origin, variant;
+  if (!first_call(&call_ms, &build_ms, &origin, &variant)) return 1;
+  const CacheKey key = bench_key(variant);  // not timed: NVRTC discovery
   CacheConfig cfg = CacheConfig::from_env();
   double t0 = now_ms();
   CompiledImage img;
@@ -196,7 +201,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   cc1d_free(manifest);
-  std::printf("bench_cache_load: %s, %ld cores\n", kKernel, sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("bench_cache_load: the first forward (fp32, width 4, (2, 8, 16)), %ld cores\n", sysconf(_SC_NPROCESSORS_ONLN));
   series(self, "local cache", runs);
   setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
   setenv("CAUSAL_CONV1D_CACHE_PATH", tier.c_str(), 1);
