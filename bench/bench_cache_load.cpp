@@ -23,11 +23,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fcntl.h>
 #include <string>
 #include <vector>
 
 #include "bench_tensor.h"
+#include "bench_util.h"
 #include "cc1d/cc1d.h"
 #include "jit/cache_fs.h"
 #include "jit/image_cache.h"
@@ -37,11 +39,6 @@
 using namespace cc1d;
 
 namespace {
-
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The first call of a process: a tiny forward on "CUDA" tensors (host memory; the fake driver
 // does not execute it). Returns the call's wall time, the runtime's build time of its kernel, where
@@ -176,6 +173,7 @@ int main(int argc, char** argv) {
   int runs = 30;
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::max(3, std::atoi(argv[++i]));
+  if (!have_nvrtc()) return exit_without_nvrtc("bench_cache_load", "no NVRTC to compile the kernel it loads back");
   char tmpl[] = "/tmp/cc1d_bench_load_XXXXXX";
   const std::string root = mkdtemp(tmpl), local = root + "/local", tier = root + "/tier";
   const std::string self = std::string(argv[0]);
@@ -206,5 +204,6 @@ int main(int argc, char** argv) {
   setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
   setenv("CAUSAL_CONV1D_CACHE_PATH", tier.c_str(), 1);
   series(self, "read-only tier only (local cache off)", runs);
+  std::filesystem::remove_all(root);
   return 0;
 }

@@ -2,11 +2,11 @@
 // variants compiled several to one program, and what the disk cache saves: the time to load a
 // kernel back from a cache entry.
 //
-//   bench_compile [--all] [--arch N] [--threads N]
+//   bench_compile [--all | --smoke] [--arch N] [--threads N]
 // Default: every forward path with each x dtype (weight of x's dtype), the update kernel, the
 // backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (49 variants),
 // sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant
-// of every op. Times are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
+// of every op; --smoke two (ctest's check that the bench still runs; no NVRTC: exit 77). Times are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
 // busy machine would measure the other processes too), with wall time beside. Prints one line
 // per variant and a summary (min/median/max).
 #include <time.h>
@@ -20,8 +20,10 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <filesystem>
 #include <vector>
 
+#include "bench_util.h"
 #include "nvrtc/nvrtc_compile.h"
 #include "jit/image_cache.h"
 #include "kernels_src/bwd_params.h"
@@ -35,10 +37,6 @@
 using namespace cc1d;
 
 namespace {
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double thread_cpu_ms() {
   timespec ts{};
@@ -56,14 +54,15 @@ void summary(const char* what, std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool all = false;
+  bool all = false, smoke = false;
   int arch = 90, threads = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--all")) all = true;
+    else if (!std::strcmp(argv[i], "--smoke")) smoke = true;
     else if (!std::strcmp(argv[i], "--arch") && i + 1 < argc) arch = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--all] [--arch N] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--all | --smoke] [--arch N] [--threads N]\n", argv[0]);
       return 2;
     }
   }
@@ -72,10 +71,7 @@ int main(int argc, char** argv) {
   std::vector<NvrtcFacts> facts;
   for (const auto& c : cands) facts.push_back(c.facts);
   const NvrtcChoice ch = choose_nvrtc(facts, 99000, arch, 0);
-  if (!ch.ok) {
-    std::printf("no NVRTC for sm_%d: %s\n", arch, ch.reason.c_str());
-    return 1;
-  }
+  if (!ch.ok) return exit_without_nvrtc("bench_compile", ("no NVRTC for sm_" + std::to_string(arch) + ": " + ch.reason).c_str());
   const NvrtcLib& nvrtc = *cands[ch.index].lib;
   std::printf("NVRTC %s at %s (discovery and load of %zu candidate(s): %.1f ms), sm_%d, %d thread(s), %ld cores\n",
               nvrtc.facts.version_string().c_str(), nvrtc.facts.path.c_str(), cands.size(), now_ms() - t_discover,
@@ -83,7 +79,9 @@ int main(int argc, char** argv) {
   const KernelSources all_src = load_kernel_sources();
 
   std::vector<std::string> names;
-  if (all) {
+  if (smoke) {
+    names = {fwd_kernel_name(CC1D_FLOAT32, CC1D_FLOAT32, 4, kFwdPathTimeVec), update_kernel_name(CC1D_FLOAT32, CC1D_FLOAT32, 4)};
+  } else if (all) {
     for (const OpEntry* op : all_ops())
       if (op->kernels != nullptr)
         for (const std::string& n : op->kernels()) names.push_back(n);
@@ -135,12 +133,16 @@ int main(int argc, char** argv) {
         ImageCache fresh(dir, 0);  // a new process: nothing in memory
         CompiledImage back;
         const double tl = now_ms();
-        if (!fresh.load(key, &back) || back.image != k.image) std::abort();
+        if (!fresh.load(key, &back) || back.image != k.image) {
+          std::fprintf(stderr, "bench_compile: the cache did not give back %s\n", names[i].c_str());
+          std::abort();
+        }
         load_ms[i] = now_ms() - tl;
       }
     });
   for (auto& th : pool) th.join();
   const double wall = now_ms() - t0;
+  std::filesystem::remove_all(dir);
   for (size_t i = 0; i < names.size(); ++i)
     std::printf("%-66s cubin %6.1f ms CPU (%6.1f wall, %6zu B)  ptx only %6.1f ms CPU  cache load %5.2f ms\n",
                 names[i].c_str(), cubin_cpu[i], cubin_ms[i], sizes[i], ptx_cpu[i], load_ms[i]);
@@ -167,7 +169,7 @@ int main(int argc, char** argv) {
               (thread_cpu_ms() - c_all) / names.size());
   // One backward call's kernels (zero, main, finalize; bf16) as the nvrtc backend compiles them
   // now, in one program, against one program each: the minimum of 3 alternated runs of each.
-  if (!all)
+  if (!all && !smoke)
     for (int layout = 0; layout < kBwdNumLayouts; ++layout) {
       const std::vector<std::string> call = {kBwdZeroKernel, bwd_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4, layout),
                                              bwd_finalize_kernel_name(CC1D_BFLOAT16)};

@@ -10,6 +10,7 @@
 //  3. plan_fwd alone, the part of (2) that builds the launch;
 //  4. cc1d_causal_conv1d_update on the cpu backend, batch 1, dim 4096, bf16, width 4, silu.
 // With a GPU, run it with CAUSAL_CONV1D_CUDA_DRIVER unset and --real to time real launches.
+// --smoke makes a few calls each: ctest's check (label bench) that every row still runs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,15 +19,19 @@
 #include <vector>
 
 #include "bench_tensor.h"
+#include "bench_util.h"
 #include "cc1d/cc1d.h"
 #include "ops/fwd/fwd_op.h"
 
 namespace {
 
+bool g_smoke = false;  // --smoke: a few calls each, to check that every path still runs
+
 // Median over `rounds` of the mean per-call time of `iters` calls, in microseconds.
 template <typename F>
 double time_us(F&& f, int iters = 20000, int rounds = 7) {
-  for (int i = 0; i < 1000; ++i) f();  // warm: compile, caches, branch predictors
+  if (g_smoke) iters = 20, rounds = 3;
+  for (int i = 0; i < (g_smoke ? 5 : 1000); ++i) f();  // warm: compile, caches, branch predictors
   std::vector<double> r;
   for (int k = 0; k < rounds; ++k) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -78,7 +83,15 @@ double run_update() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool real = argc > 1 && !std::strcmp(argv[1], "--real");
+  bool real = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--real")) real = true;
+    else if (!std::strcmp(argv[i], "--smoke")) g_smoke = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--real] [--smoke]\n", argv[0]);
+      return 2;
+    }
+  }
 #ifdef CC1D_BENCH_FAKE_DRIVER
   if (!real) {
     setenv("CAUSAL_CONV1D_CUDA_DRIVER", CC1D_BENCH_FAKE_DRIVER, 0);
@@ -105,8 +118,18 @@ int main(int argc, char** argv) {
   volatile unsigned sink = 0;
   const double plan = time_us([&] { sink = sink + cc1d::plan_fwd(pr).grid[0]; });
   std::printf("  plan_fwd alone (params + kernel name):            %6.2f us\n", plan);
-  std::printf("  update, cpu, batch 1, dim 4096 bf16, silu:         %6.2f us\n", run_update());
+  const double update = run_update();
+  std::printf("  update, cpu, batch 1, dim 4096 bf16, silu:         %6.2f us\n", update);
   const bool ok = (cpu >= 0 && cpu < 5.0) && (nv < 0 || nv < 5.0);
   std::printf("goal < 5 us per call: %s\n", ok ? "met" : "NOT met");
+  // A row that could not run is a broken bench, except the nvrtc one without a driver (no fake
+  // driver built and no --real) or without an NVRTC.
+#ifdef CC1D_BENCH_FAKE_DRIVER
+  const bool nv_expected = true;
+#else
+  const bool nv_expected = real;
+#endif
+  if (cpu < 0 || update < 0) return 1;
+  if (nv < 0 && nv_expected) return have_nvrtc() ? 1 : exit_without_nvrtc("bench_overhead", "the nvrtc backend's row needs an NVRTC");
   return 0;
 }

@@ -4,12 +4,13 @@ arguments packed in Python instead of by libcc1d_pyargs, the C ABI call alone (t
 arguments, straight to libcc1d) and the path through the torch operator.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
-        ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda]
+        ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda] [--quick]
 
 Each figure: the median (and the minimum) over 300 batches of 50 calls, per call. Short batches
 make a busy machine show up as spread between the two rather than in every figure. The last row,
 torch.empty_like on the tiny tensor, is a yardstick of this machine's Python and torch speed:
-compare runs on different machines through it.
+compare runs on different machines through it. --quick takes 10 batches: a check that every row
+still runs (tests/python/test_bench_smoke.py), not a figure.
 """
 import argparse
 import os
@@ -21,7 +22,11 @@ import torch
 from causal_conv1d import _lib, _op_fwd, _pack, _op_update, causal_conv1d_fn, causal_conv1d_update
 
 
-def per_call_us(fn, batch=50, batches=300):
+BATCHES = 300  # --quick: 10
+
+
+def per_call_us(fn, batch=50, batches=None):
+    batches = batches or BATCHES
     for _ in range(batch * 4):
         fn()
     times = []
@@ -46,7 +51,11 @@ def python_packer(fn):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--quick", action="store_true", help="10 batches a figure: checks the rows run")
     args = ap.parse_args()
+    global BATCHES
+    if args.quick:
+        BATCHES = 10
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.manual_seed(0)

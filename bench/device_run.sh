@@ -16,7 +16,8 @@
 # under the device tool's 600 s a call): each runs under `timeout` with at most its own limit and
 # what is left; a step that would get under 20 s is skipped. Each step's whole output goes to
 # $OUT/<step>.txt; the end of the output is $OUT/steps.md (each step's exit status and seconds)
-# and the benchmarks' tables, since a reply carries only the last lines.
+# and the benchmarks' tables, since a reply carries only the last lines. The exit status is 1 when
+# any step failed or timed out (every step still runs).
 #   report, demo; the gpu tests (correctness on the device); the forward and backward benchmarks
 #   (every kernel path or layout, % of copy bandwidth, first-call cost); compute-sanitizer
 #   memcheck and racecheck over each forward and backward configuration once (--check-only);
@@ -45,6 +46,7 @@ export CAUSAL_CONV1D_CACHE_DIR="$OUT/kernel-cache" CUDA_CACHE_DISABLE=1
 PY="${PYTHON:-python3}"
 DEADLINE=$(($(date +%s) + ${CC1D_DEVICE_BUDGET_S:-540}))
 printf '| step | exit status | seconds (limit) |\n|---|---|---|\n' > "$OUT/steps.md"
+FAILED=0  # steps that exited non-zero or timed out: the script's own exit status at the end
 
 # step NAME MAX_S CMD...: CMD with its output in $OUT/NAME.txt (and its last lines here).
 step() {
@@ -60,6 +62,7 @@ step() {
   echo "== $name (at most $lim s)"
   timeout "$lim" "$@" > "$OUT/$name.txt" 2>&1
   rc=$?
+  ((rc == 0)) || FAILED=$((FAILED + 1))
   tail -n 8 "$OUT/$name.txt"
   echo "| $name | $rc$( ((rc == 124)) && echo ' (timed out)') | $(($(date +%s) - t0)) ($lim) |" >> "$OUT/steps.md"
 }
@@ -103,3 +106,4 @@ for f in gpu_fwd gpu_bwd gpu_fwd_waves1; do
 done
 echo
 cat "$OUT/steps.md"
+((FAILED == 0)) || { echo "$FAILED step(s) failed: see $OUT/<step>.txt"; exit 1; }

@@ -66,6 +66,14 @@ def lib():
 
 
 @pytest.fixture
+def nvrtc(lib):
+    """An NVRTC libcc1d can load; what needs one (precompile) is skipped, and says so, without one."""
+    cands = lib.report()["backends"]["nvrtc"]["nvrtc_candidates"]
+    if not any(c["version"] for c in cands):
+        pytest.skip(f"no loadable NVRTC here (candidates: {cands}): precompile cannot run")
+
+
+@pytest.fixture
 def python_dispatch():
     """The test simulates a failure inside Python's dispatch (_dispatch.run, Library.call),
     which the ops of cc1d_torch (CAUSAL_CONV1D_TORCH_LIBRARY) do in C++ instead."""

@@ -41,14 +41,6 @@ def _json(run, *args, **env):
     return json.loads(out)
 
 
-@pytest.fixture
-def nvrtc(lib):
-    """An NVRTC libcc1d can load; precompile tests are skipped (and say so) without one."""
-    cands = lib.report()["backends"]["nvrtc"]["nvrtc_candidates"]
-    if not any(c["version"] for c in cands):
-        pytest.skip(f"no loadable NVRTC here (candidates: {cands}): precompile cannot run")
-
-
 def _precompile(run, out, *extra, **env):
     return run("precompile", "--out", out, "--arch", "90", "--op", "fwd", "--dtype", "fp32", "--width", "4",
                "--jobs", "2", *extra, **env)

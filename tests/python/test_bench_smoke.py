@@ -1,0 +1,41 @@
+"""Each Python benchmark in bench/ still runs: its quickest mode, on the cpu backend where it has a
+choice, in a child process, and its table comes out. A benchmark is not a test, so nothing else
+notices when one stops working; this does, the day it happens. Timings are printed by the
+benchmarks and never judged here. (The C++ benchmarks have the same check in ctest, label bench.)
+"""
+import pytest
+
+from helpers import REPO, run_python
+
+BENCH = REPO / "bench"
+
+# (script and its arguments, a line its output must hold). The gpu_* scripts check their outputs
+# against the baseline themselves and exit non-zero on a mismatch.
+CASES = [
+    (["cpu_fwd.py", "--quick", "--reps", "1"], "| shape (B,D,L) | dtype | layout | kernel GB/s"),
+    (["cpu_bwd.py", "--quick"], "| shape (B,D,L) | dtype | layout | cpu backend ms"),
+    (["call_overhead.py", "--quick"], "| causal_conv1d_update, batch 1, dim 4096 bf16, silu |"),
+    (["gpu_fwd.py", "--quick", "--device", "cpu", "--backend", "cpu"], "all outputs match the baseline"),
+    (["gpu_bwd.py", "--quick", "--device", "cpu", "--backend", "cpu", "--check-only"],
+     "all gradients match the baseline"),
+]
+
+
+def _run(args):
+    r = run_python(args=[str(BENCH / args[0]), *args[1:]], env={"CAUSAL_CONV1D_LOG_LEVEL": "warn"}, timeout=600)
+    assert r.returncode == 0, f"bench/{' '.join(args)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+@pytest.mark.parametrize("args,expect", CASES, ids=[c[0][0] for c in CASES])
+def test_bench_runs(args, expect):
+    out = _run(args)
+    assert expect in out, out[-3000:]
+    assert "MISMATCH" not in out
+
+
+def test_precompile_throughput_runs(nvrtc):
+    out = _run(["precompile_throughput.py", "--quick"])
+    row = [line for line in out.splitlines() if line.startswith("| 1 |")]
+    assert len(row) == 1, out
+    assert row[0].split("|")[2].strip() == "8", row  # the forward's 8 paths, fp32, width 4, sm_90
