@@ -6,8 +6,9 @@
 // Default: every forward path with each x dtype (weight of x's dtype), the update kernel, the
 // backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (49 variants),
 // sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant
-// of every op; --smoke two (ctest's check that the bench still runs; no NVRTC: exit 77). Times are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on a
-// busy machine would measure the other processes too), with wall time beside. Prints one line
+// of every op; --smoke two (ctest's check that the bench still runs; no NVRTC: exit 77). Times
+// are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on
+// a busy machine would measure the other processes too), with wall time beside. Prints one line
 // per variant and a summary (min/median/max).
 #include <time.h>
 #include <unistd.h>
@@ -18,9 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
-#include <filesystem>
 #include <vector>
 
 #include "bench_util.h"
