@@ -41,8 +41,12 @@ cpp-test:
 # The emulator and the cpu backend under AddressSanitizer and UBSan (tests labelled asan): an
 # out-of-bounds access fails. scripts/asan_ctest.sh reruns once only a test whose sole failure
 # was LeakSanitizer's tracer crashing at exit (a fault of the sanitizer runtime, not a finding).
+# -O1, as the sanitizers' authors advise: the job's tests ran in 125 s instead of 299 at -O0
+# (2.4x), for a cold build of 692 s instead of 344 (ccache keeps it warm between runs).
+ASAN_FLAGS = -g -O1
 asan-test:
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCC1D_SANITIZE=ON -DCC1D_BUILD_BENCH=OFF $(CMAKE_LAUNCHER) >/dev/null
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$(ASAN_FLAGS)" \
+	  -DCMAKE_C_FLAGS_DEBUG="$(ASAN_FLAGS)" -DCC1D_SANITIZE=ON -DCC1D_BUILD_BENCH=OFF $(CMAKE_LAUNCHER) >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	scripts/asan_ctest.sh $(BUILD_ASAN) --output-on-failure -j $(JOBS) -L asan
 
