@@ -22,15 +22,14 @@ import torch
 from causal_conv1d import _lib, _op_fwd, _pack, _op_update, causal_conv1d_fn, causal_conv1d_update
 
 
-BATCHES = 300  # --quick: 10
+BATCHES = 300  # batches of 50 calls per figure; --quick sets 10
 
 
-def per_call_us(fn, batch=50, batches=None):
-    batches = batches or BATCHES
+def per_call_us(fn, batch=50):
     for _ in range(batch * 4):
         fn()
     times = []
-    for _ in range(batches):
+    for _ in range(BATCHES):
         t0 = time.perf_counter()
         for _ in range(batch):
             fn()
