@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from reference import TOL, reference_update
+
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 DTYPE_PAIRS = [(xd, wd) for xd in FLOATS for wd in FLOATS]
@@ -99,6 +101,35 @@ def nan_like_states(B, D, W, dtype, layout, device="cpu"):
     if layout == "cf":
         return torch.full((B, D, W - 1), float("nan"), dtype=dtype, device=device)
     return torch.full((B, W - 1, D), float("nan"), dtype=dtype, device=device).transpose(1, 2)
+
+
+def make_update_case(B, D, L, W, S, xd, wd, *, circular, gather, state_cl, x_2d, gen, device="cpu"):
+    """x, conv_state, weight, bias, cache_seqlens and conv_state_indices of one update case."""
+    x = randn((B, D) if x_2d else (B, D, L), gen, xd, device)
+    weight = randn((D, W), gen, wd, device) * 0.5
+    bias = randn((D,), gen, wd, device)
+    pool = B + 3 if gather else B
+    state = randn((pool, S, D), gen, xd, device).transpose(1, 2) if state_cl else randn((pool, D, S), gen, xd, device)
+    cache = torch.randint(0, 3 * S + 5, (B,), generator=gen, dtype=torch.int32).to(device) if circular else None
+    indices = None
+    if gather:
+        perm = torch.randperm(pool, generator=gen)[:B].to(torch.int32)
+        perm[1::3] = -1  # every third row is a padding slot
+        indices = perm.to(device)
+    return x, state, weight, bias, cache, indices
+
+
+def check_update(out, state_after, x, state_before, weight, bias, silu, cache, indices):
+    """The update's output within x's tolerance of the float64 reference, and its state exact."""
+    want_out, want_state = reference_update(x, state_before, weight, bias, silu, cache, indices)
+    assert out.dtype == x.dtype and out.shape == x.shape
+    o = out.detach().cpu().double()
+    assert not torch.isnan(o).any(), "an output element was never written"
+    tol = TOL.get(x.dtype, 1e-12)  # float64: the reference's own precision
+    err = (o - want_out).abs()
+    assert (err <= tol * (1 + want_out.abs())).all(), f"out: max error {err.max().item():.3g}"
+    # The state holds x's values unconverted: exact, including rows that must not change.
+    assert torch.equal(state_after.cpu().double(), want_state), "conv_state differs from the reference"
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,40 +11,12 @@ import torch
 import causal_conv1d
 from causal_conv1d import _lib, _pack, causal_conv1d_fn, causal_conv1d_update, causal_conv1d_update_ref
 
-from helpers import DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, randn
-from reference import TOL, reference_update
+from helpers import DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, check_update, make_update_case, randn
 
 
 def _served_by(backend):
     choice = causal_conv1d.last_backend()
     assert choice is not None and choice.backend == backend and choice.op == "update", f"served by {choice}"
-
-
-def make_case(B, D, L, W, S, xd, wd, *, circular, gather, state_cl, x_2d, gen, device="cpu"):
-    x = randn((B, D) if x_2d else (B, D, L), gen, xd, device)
-    weight = randn((D, W), gen, wd, device) * 0.5
-    bias = randn((D,), gen, wd, device)
-    pool = B + 3 if gather else B
-    state = randn((pool, S, D), gen, xd, device).transpose(1, 2) if state_cl else randn((pool, D, S), gen, xd, device)
-    cache = torch.randint(0, 3 * S + 5, (B,), generator=gen, dtype=torch.int32).to(device) if circular else None
-    indices = None
-    if gather:
-        perm = torch.randperm(pool, generator=gen)[:B].to(torch.int32)
-        perm[1::3] = -1  # every third row is a padding slot
-        indices = perm.to(device)
-    return x, state, weight, bias, cache, indices
-
-
-def check_update(out, state_after, x, state_before, weight, bias, silu, cache, indices):
-    want_out, want_state = reference_update(x, state_before, weight, bias, silu, cache, indices)
-    assert out.dtype == x.dtype and out.shape == x.shape
-    o = out.detach().cpu().double()
-    assert not torch.isnan(o).any(), "an output element was never written"
-    tol = TOL.get(x.dtype, 1e-12)  # float64: the reference's own precision
-    err = (o - want_out).abs()
-    assert (err <= tol * (1 + want_out.abs())).all(), f"out: max error {err.max().item():.3g}"
-    # The state holds x's values unconverted: exact, including rows that must not change.
-    assert torch.equal(state_after.cpu().double(), want_state), "conv_state differs from the reference"
 
 
 @pytest.mark.parametrize("width", range(1, 9))
@@ -58,8 +30,9 @@ def test_grid(device, backend, pair, width, gen):
     D = [1, 5, 33, 130][(i // 2) % 4]
     circular, gather, state_cl = (i // 3) % 2 == 1, (i // 5) % 2 == 0, i % 2 == 1
     x_2d, silu, use_bias = L == 1 and i % 4 < 2, (i // 7) % 2 == 0, i % 3 != 1
-    x, state, weight, bias, cache, indices = make_case(4, D, L, width, S, xd, wd, circular=circular, gather=gather,
-                                                       state_cl=state_cl, x_2d=x_2d, gen=gen, device=device)
+    x, state, weight, bias, cache, indices = make_update_case(
+        4, D, L, width, S, xd, wd, circular=circular, gather=gather, state_cl=state_cl, x_2d=x_2d, gen=gen,
+        device=device)
     bias = bias if use_bias else None
     before = state.clone()
     out = causal_conv1d_update(x, state, weight, bias, "silu" if silu else None, cache, indices, backend=backend)
@@ -77,9 +50,9 @@ MODES = [(c, g, s) for c in (False, True) for g in (False, True) for s in (False
 def test_modes_and_lengths(device, backend, mode, L, gen):
     """Every mode and layout, with seqlen beyond the state's length (11 > 5)."""
     circular, gather, state_cl = mode
-    x, state, weight, bias, cache, indices = make_case(3, 7, L, 4, 5, torch.float32, torch.float32,
-                                                       circular=circular, gather=gather, state_cl=state_cl,
-                                                       x_2d=False, gen=gen, device=device)
+    x, state, weight, bias, cache, indices = make_update_case(
+        3, 7, L, 4, 5, torch.float32, torch.float32, circular=circular, gather=gather, state_cl=state_cl,
+        x_2d=False, gen=gen, device=device)
     before = state.clone()
     out = causal_conv1d_update(x, state, weight, bias, "silu", cache, indices, backend=backend)
     _served_by(backend)
@@ -119,8 +92,9 @@ def test_circular_decode_equals_forward(device, backend, gen):
 
 
 def test_update_ref_matches_reference(gen):
-    x, state, weight, bias, cache, indices = make_case(5, 12, 3, 4, 6, torch.float64, torch.float64, circular=True,
-                                                       gather=True, state_cl=True, x_2d=False, gen=gen)
+    x, state, weight, bias, cache, indices = make_update_case(
+        5, 12, 3, 4, 6, torch.float64, torch.float64, circular=True, gather=True, state_cl=True, x_2d=False,
+        gen=gen)
     before = state.clone()
     out = causal_conv1d_update_ref(x, state, weight, bias, "silu", cache, indices)
     check_update(out, state, x, before, weight, bias, True, cache, indices)
@@ -130,8 +104,9 @@ def test_update_ref_matches_reference(gen):
 
 
 def _valid(gen):
-    x, state, weight, bias, cache, indices = make_case(3, 8, 2, 4, 5, torch.float32, torch.float32, circular=True,
-                                                       gather=True, state_cl=False, x_2d=False, gen=gen)
+    x, state, weight, bias, cache, indices = make_update_case(
+        3, 8, 2, 4, 5, torch.float32, torch.float32, circular=True, gather=True, state_cl=False, x_2d=False,
+        gen=gen)
     return dict(x=x, conv_state=state, weight=weight, bias=bias, cache_seqlens=cache, conv_state_indices=indices)
 
 
@@ -216,8 +191,8 @@ needs_opcheck = pytest.mark.skipif(not hasattr(torch.library, "opcheck"),
 @needs_opcheck
 @pytest.mark.parametrize("backend", ["cpu", "aten"])
 def test_opcheck(backend, gen):
-    x, state, weight, bias, cache, indices = make_case(3, 8, 2, 4, 6, torch.float32, torch.float32, circular=True,
-                                                       gather=True, state_cl=True, x_2d=False, gen=gen)
+    x, state, weight, bias, cache, indices = make_update_case(
+        3, 8, 2, 4, 6, torch.float32, torch.float32, circular=True, gather=True, state_cl=True, x_2d=False, gen=gen)
     torch.library.opcheck(torch.ops.causal_conv1d.update.default,
                           (x, state, weight, bias, cache, indices, True, backend))
 
@@ -229,8 +204,9 @@ def test_schema_declares_the_state_mutation():
 
 
 def test_compile_fullgraph_decode_step(gen):
-    x, state, weight, bias, _, _ = make_case(2, 8, 1, 4, 3, torch.float32, torch.float32, circular=False,
-                                             gather=False, state_cl=False, x_2d=True, gen=gen)
+    x, state, weight, bias, _, _ = make_update_case(
+        2, 8, 1, 4, 3, torch.float32, torch.float32, circular=False, gather=False, state_cl=False, x_2d=True,
+        gen=gen)
     state_eager = state.clone()
     want = causal_conv1d_update(x, state_eager, weight, bias, "silu")
 
@@ -252,8 +228,9 @@ def test_compile_fullgraph_decode_step(gen):
 def test_cuda_graph_capture_and_replay(gen):
     """The nvrtc update allocates nothing beyond its output: it captures into a CUDA graph, and
     each replay advances the state like an eager call."""
-    x, state, weight, bias, cache, indices = make_case(4, 64, 1, 4, 8, torch.bfloat16, torch.float32, circular=True,
-                                                       gather=True, state_cl=False, x_2d=True, gen=gen, device="cuda")
+    x, state, weight, bias, cache, indices = make_update_case(
+        4, 64, 1, 4, 8, torch.bfloat16, torch.float32, circular=True, gather=True, state_cl=False, x_2d=True,
+        gen=gen, device="cuda")
     causal_conv1d_update(x, state.clone(), weight, bias, "silu", cache, indices, backend="nvrtc")  # compile first
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -305,8 +282,9 @@ def test_cuda_graph_capture_with_index_check_on(monkeypatch, gen):
 
     monkeypatch.setattr(_diag, "_warned", set())  # the warning is once per process
     monkeypatch.setenv("CAUSAL_CONV1D_CHECK_INDICES", "1")
-    x, state, weight, bias, cache, indices = make_case(4, 64, 1, 4, 8, torch.bfloat16, torch.float32, circular=True,
-                                                       gather=True, state_cl=False, x_2d=True, gen=gen, device="cuda")
+    x, state, weight, bias, cache, indices = make_update_case(
+        4, 64, 1, 4, 8, torch.bfloat16, torch.float32, circular=True, gather=True, state_cl=False, x_2d=True,
+        gen=gen, device="cuda")
     bad = indices.clone()
     bad[0] = state.shape[0]
     with pytest.raises(ValueError, match="conv_state_indices"):
