@@ -3,16 +3,26 @@
 Baseline: what transformers runs without the package (depthwise nn.Conv1d/F.conv1d with
 groups=dim and padding=W-1, slice to L, silu). Physical limit: torch copying the same bytes
 (x read + out written) on the same threads. Two figures for ours: the public call
-(causal_conv1d_fn, which allocates a fresh output every call: its first-touch page faults are
-part of the price), and the library call alone into a preallocated output (the kernel), also
-with seq_idx of four packed sequences per row (`packed_seq_idx`). Goals:
-the kernel at >= 50% of the copy, the public call >= 5x the baseline. Prints a markdown table
-for bench/RESULTS.md, with the machine's load before and after.
+(causal_conv1d_fn, which allocates its output every call), and the library call alone into a
+preallocated output (the kernel), also with seq_idx of four packed sequences per row
+(`packed_seq_idx`). Goals: the kernel at >= 50% of the copy, the public call >= 5x the baseline.
+
+The public call and the baseline allocate, and what an allocation costs depends on glibc's
+malloc: a buffer above its mmap threshold gets new pages, whose first-touch faults (the kernel
+zeroing each page) cost as much as the convolution here, while one below it reuses freed heap
+memory. The threshold moves with the process's history, so a default run lands in either case
+per row (the baseline's figure jumped 2.5x between runs). Both are measured, each forced with
+mallopt: "fresh" (every buffer of 64 KiB or more in new pages) and "reused" (freed memory kept
+for the next call). "ceiling" is the copy over the reused baseline: the most any kernel could
+beat that baseline by. Prints a markdown table for bench/RESULTS.md, with the machine's load
+before and after.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/cpu_fwd.py [--quick] [--reps N]
 """
 import argparse
+import ctypes
+import ctypes.util
 import os
 import platform
 import statistics
@@ -24,14 +34,33 @@ import torch.nn.functional as F
 from causal_conv1d import _lib, _op_fwd, _pack, causal_conv1d_fn
 
 
-def median_time(fn, reps):
+def median_time(fn, reps, before=None):
     fn()  # warm up (thread pool start, first-touch)
     times = []
     for _ in range(reps):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def allocator(mode):
+    """Force glibc malloc's choice for large buffers: "fresh" (new pages, faulted in on first
+    touch) or "reused" (freed memory kept in the heap for the next call). Returns what to call
+    before each timed call (None: nothing), or False where malloc is not glibc's."""
+    libc = ctypes.util.find_library("c") if platform.libc_ver()[0] == "glibc" else None
+    if libc is None:
+        return False
+    libc = ctypes.CDLL(libc)
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    threshold, trim = (64 << 10, 128 << 10) if mode == "fresh" else (1 << 30, (1 << 31) - 1)
+    if not (libc.mallopt(M_MMAP_THRESHOLD, threshold) and libc.mallopt(M_TRIM_THRESHOLD, trim)):
+        return False
+    # Fresh: buffers above 64 KiB are mmapped; and free heap chunks (left by a reused phase) give
+    # their pages back before each call, so that a buffer carved from them faults too.
+    return (lambda: libc.malloc_trim(0)) if mode == "fresh" else None
 
 
 def packed_seq_idx(B, L, sequences=4):
@@ -63,9 +92,13 @@ def main():
           f"{cpu.get('huge_pages')}{'' if cpu.get('huge_page_advice') else ' (not advised)'}; "
           f"load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}; median of {reps}\n")
-    print("| shape (B,D,L) | dtype | layout | kernel GB/s | % of copy | kernel + seq_idx GB/s | causal_conv1d_fn GB/s "
-          "| baseline GB/s | copy GB/s | fn vs baseline |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    modes = ("fresh", "reused") if allocator("fresh") is not False else ("as found",)
+    if len(modes) == 1:
+        print("(not glibc: the allocator is measured as found, not forced)\n")
+    m = " / ".join(modes)
+    print(f"| shape (B,D,L) | dtype | layout | kernel GB/s | % of copy | kernel + seq_idx GB/s | copy GB/s "
+          f"| causal_conv1d_fn GB/s, {m} | baseline GB/s, {m} | fn vs baseline, {m} | ceiling |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for B, D, L in shapes:
         for dtype in (torch.bfloat16, torch.float32):
             for layout in ("channel-first", "channel-last"):
@@ -86,13 +119,19 @@ def main():
                 nbytes = 2 * x.numel() * x.element_size()
                 t_kernel = median_time(lambda: lib.call("cc1d_causal_conv1d_fwd", cargs), reps)
                 t_seq = median_time(lambda: lib.call("cc1d_causal_conv1d_fwd", sargs), reps)
-                t_fn = median_time(lambda: causal_conv1d_fn(x, w, b, activation="silu", backend="cpu"), reps)
-                t_base = median_time(lambda: baseline(x, w, b), reps)
                 t_copy = median_time(lambda: out.copy_(x), reps)
+                t_fn, t_base = [], []
+                for mode in modes:
+                    before = allocator(mode) or None
+                    t_fn.append(median_time(lambda: causal_conv1d_fn(x, w, b, activation="silu", backend="cpu"), reps,
+                                            before))
+                    t_base.append(median_time(lambda: baseline(x, w, b), reps, before))
                 gbs = lambda t: nbytes / t / 1e9
+                each = lambda f: " / ".join(f(i) for i in range(len(modes)))
                 print(f"| {B},{D},{L} | {str(dtype)[6:]} | {layout} | {gbs(t_kernel):.2f} | "
-                      f"{100 * t_copy / t_kernel:.0f}% | {gbs(t_seq):.2f} | {gbs(t_fn):.2f} | {gbs(t_base):.2f} | {gbs(t_copy):.2f} | "
-                      f"{t_base / t_fn:.2f}x |")
+                      f"{100 * t_copy / t_kernel:.0f}% | {gbs(t_seq):.2f} | {gbs(t_copy):.2f} | "
+                      f"{each(lambda i: f'{gbs(t_fn[i]):.2f}')} | {each(lambda i: f'{gbs(t_base[i]):.2f}')} | "
+                      f"{each(lambda i: f'{t_base[i] / t_fn[i]:.2f}x')} | {t_base[-1] / t_copy:.1f}x |")
     load = os.getloadavg()
     print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
