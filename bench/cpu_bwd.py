@@ -7,7 +7,9 @@ is transformers' path without the package (depthwise F.conv1d with groups=dim an
 slice to L, silu) under autograd; aten is causal_conv1d_fn(backend="aten") (the torch-ops
 reference gradient); "+ seq_idx" is ours with four packed sequences per row. GB/s counts x and
 dout read plus dx written; the physical limit is torch copying a tensor of x's size on the same
-threads, scaled to those three tensors' bytes. Prints a markdown table for bench/RESULTS.md.
+threads, scaled to those three tensors' bytes. Ours and the baseline are timed with the gradients'
+buffers in fresh pages and in reused memory, as in cpu_fwd.py (glibc's mallopt; see there why);
+the other columns with memory reused. Prints a markdown table for bench/RESULTS.md.
 
     ~/.cache/causal-conv1d/venv/bin/python bench/cpu_bwd.py [--quick]
 """
@@ -18,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d import causal_conv1d_fn
-from cpu_fwd import median_time, packed_seq_idx  # same folder: the forward's timing rule and packing
+from cpu_fwd import allocator, median_time, packed_seq_idx  # same folder: the forward's rules
 
 
 def baseline(x, w, b):
@@ -26,10 +28,11 @@ def baseline(x, w, b):
     return F.silu(F.conv1d(x, w.unsqueeze(1), b, padding=w.shape[1] - 1, groups=x.shape[1])[..., :L])
 
 
-def backward_time(forward, x, w, b, dout, reps):
+def backward_time(forward, x, w, b, dout, reps, mode="reused"):
     leaves = [t.detach().requires_grad_() for t in (x, w, b)]
     out = forward(*leaves)
-    return median_time(lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True), reps)
+    before = allocator(mode) or None
+    return median_time(lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True), reps, before)
 
 
 def main():
@@ -42,8 +45,10 @@ def main():
     reps = 3 if args.quick else 5
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads)\n")
-    print("| shape (B,D,L) | dtype | layout | cpu backend ms | GB/s | + seq_idx ms | baseline autograd ms | aten ms "
-          "| copy GB/s | cpu vs baseline |")
+    modes = ("fresh", "reused") if allocator("fresh") is not False else ("as found",)
+    m = " / ".join(modes)
+    print(f"| shape (B,D,L) | dtype | layout | cpu backend ms, {m} | GB/s, {m} | + seq_idx ms | "
+          f"baseline autograd ms, {m} | aten ms | copy GB/s | cpu vs baseline, {m} |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for B, D, L in shapes:
         for dtype in (torch.bfloat16, torch.float32):
@@ -59,21 +64,23 @@ def main():
                 w = torch.randn(D, 4, dtype=dtype)
                 b = torch.randn(D, dtype=dtype)
                 nbytes = 3 * x.numel() * x.element_size()
-                t_ours = backward_time(lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="cpu"),
-                                       x, w, b, dout, reps)
+                ours = lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="cpu")
+                t_ours = [backward_time(ours, x, w, b, dout, reps, mode) for mode in modes]
+                t_base = [backward_time(baseline, x, w, b, dout, reps, mode) for mode in modes]
                 seq = packed_seq_idx(B, L)
                 t_seq = backward_time(
                     lambda x, w, b: causal_conv1d_fn(x, w, b, seq_idx=seq, activation="silu", backend="cpu"),
                     x, w, b, dout, reps)
-                t_base = backward_time(baseline, x, w, b, dout, reps)
                 t_aten = backward_time(lambda x, w, b: causal_conv1d_fn(x, w, b, activation="silu", backend="aten"),
                                        x, w, b, dout, reps)
                 dst = torch.empty_like(x)
                 t_copy = median_time(lambda: dst.copy_(x), reps) * 1.5  # moves 2 of our 3 tensors' bytes
                 gbs = lambda t: nbytes / t / 1e9
-                print(f"| {B},{D},{L} | {str(dtype)[6:]} | {layout} | {t_ours * 1e3:.1f} | {gbs(t_ours):.2f} | "
-                      f"{t_seq * 1e3:.1f} | "
-                      f"{t_base * 1e3:.1f} | {t_aten * 1e3:.1f} | {gbs(t_copy):.2f} | {t_base / t_ours:.1f}x |")
+                each = lambda f: " / ".join(f(i) for i in range(len(modes)))
+                print(f"| {B},{D},{L} | {str(dtype)[6:]} | {layout} | {each(lambda i: f'{t_ours[i] * 1e3:.1f}')} | "
+                      f"{each(lambda i: f'{gbs(t_ours[i]):.2f}')} | {t_seq * 1e3:.1f} | "
+                      f"{each(lambda i: f'{t_base[i] * 1e3:.1f}')} | {t_aten * 1e3:.1f} | {gbs(t_copy):.2f} | "
+                      f"{each(lambda i: f'{t_base[i] / t_ours[i]:.1f}x')} |")
 
 
 if __name__ == "__main__":
