@@ -1,5 +1,6 @@
 """Host time per Python call (goal: causal_conv1d_fn on a tiny tensor under 15 us; the update at
-batch 1, dim 4096 under 20 us from the call to the result), beside the same calls with their
+batch 1, dim 4096 under 20 us from the call to the result, with Mamba's state of width entries,
+and beside it vLLM's of width-1 and a ring buffer), beside the same calls with their
 arguments packed in Python instead of by libcc1d_pyargs, the C ABI call alone (the same packed
 arguments, straight to libcc1d) and the path through the torch operator.
 
@@ -101,6 +102,16 @@ def main():
                            stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)
     rows.append(("  C ABI call alone (cc1d_causal_conv1d_update via ctypes)", per_call_us(
         lambda: (lib.call("cc1d_causal_conv1d_update", uargs), sync()))))
+
+    # The other decode layouts: vLLM's state of width-1 entries, and a ring of 16 (cache_seqlens).
+    st3 = torch.randn(1, 4096, 3, device=dev, dtype=torch.bfloat16)
+    ring = torch.randn(1, 4096, 16, device=dev, dtype=torch.bfloat16)
+    cache = torch.tensor([21], device=dev, dtype=torch.int32)
+    rows.append(("causal_conv1d_update, the same with state_len 3 (width-1)", per_call_us(
+        lambda: (causal_conv1d_update(xu, st3, wu, bu, activation="silu", backend=backend), sync()))))
+    rows.append(("causal_conv1d_update, the same on a ring of 16 (cache_seqlens)", per_call_us(
+        lambda: (causal_conv1d_update(xu, ring, wu, bu, activation="silu", cache_seqlens=cache, backend=backend),
+                 sync()))))
 
     rows.append(("yardstick: torch.empty_like of the (1, 8, 16) tensor", per_call_us(lambda: torch.empty_like(x))))
 

@@ -42,15 +42,23 @@ void bad_values(int backend) {
 
 TEST_CASE("update cpu: the grid against the float64 reference") { run_update_grid(CC1D_BACKEND_CPU); }
 
-TEST_CASE("update cpu: the decode step (one token, shift, state_len == width) of every dtype pair and width") {
-  // The cpu backend's unrolled path for the common decode layout; D spans two channel runs.
+TEST_CASE("update cpu: the decode step (one token) of every dtype pair, width, mode and state length") {
+  // The cpu backend's decode paths: Mamba's layout (shift mode, state_len == width: the SIMD
+  // kernel for widths 2, 4 and 8) and, on rows contiguous along time, every other state length
+  // (vLLM's width-1, longer ones) in both modes; D spans two channel runs. State rows channel-last
+  // take the general path (the grid above).
   std::mt19937 rng = test_rng(902);
   for (int xdt = 0; xdt < 3; ++xdt)
     for (int wdt = 0; wdt < 3; ++wdt)
       for (int W = 1; W <= CC1D_MAX_WIDTH; ++W)
-        for (bool x_2d : {true, false})
-          run_update_case(UpdateCase{xdt, wdt, W, 3, 600, 1, W, false, W % 2 == 0, false, x_2d, true, W % 3 != 0},
-                          rng, CC1D_BACKEND_CPU);
+        for (int64_t S : {int64_t(W - 1), int64_t(W), int64_t(W + 3)})
+          for (bool circular : {false, true})
+            for (bool x_2d : {true, false}) {
+              if (S < 1) continue;
+              const bool gather = (W + S) % 2 == 0;
+              run_update_case(UpdateCase{xdt, wdt, W, 3, 600, 1, S, circular, gather, false, x_2d, true, W % 3 != 0},
+                              rng, CC1D_BACKEND_CPU);
+            }
 }
 
 TEST_CASE("update emulate: the grid against the float64 reference") {
