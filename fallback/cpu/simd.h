@@ -35,6 +35,10 @@ struct SimdKernels {
   // other than 2, 4 and 8.
   void (*const* decode_rows)(int xd, void* state, const void* x, int wd, const void* w, const void* bias, bool silu,
                              void* out, long long n);
+  // The same with state rows of W-1 elements (vLLM's layout): out[c] = act(bias[c] + sum_k
+  // w[c*W+k] * (old row c, then x[c])[k]); each row then shifts left by one and takes x.
+  void (*const* decode_rows_short)(int xd, void* state, const void* x, int wd, const void* w, const void* bias,
+                                   bool silu, void* out, long long n);
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
   void (*from_f32)(int dtype, const float* src, void* dst, long long n);
   void (*silu_inplace)(float* v, long long n);

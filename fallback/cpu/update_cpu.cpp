@@ -1,7 +1,8 @@
 // update_cpu.cpp — the update op's native CPU implementation (run by the cpu backend): the same
-// semantics as kernels_src/update.cuh. Work items are (batch row, run of channels). Mamba's
-// decode step (one token, shift mode, state rows of `width` contiguous elements, width 2/4/8,
-// contiguous rows) is one SIMD kernel per run (simd.h decode_rows). Otherwise the taps run per
+// semantics as kernels_src/update.cuh. Work items are (batch row, run of channels). The decode
+// step of Mamba's and vLLM's layouts (one token, shift mode, state rows of `width` or width-1
+// contiguous elements, width 2/4/8, contiguous rows) is one SIMD kernel per run (simd.h
+// decode_rows, decode_rows_short). Otherwise the taps run per
 // channel with the element types fixed at compile time, and the activation and the conversion
 // of the outputs run vectorised over the run. Small calls stay on the calling thread: a decode
 // step of one row is done before a pool thread would wake. Validation has already rejected
@@ -32,9 +33,9 @@ bool steps(int64_t stride, int64_t size, int64_t want) { return size == 1 || str
 // then the state update, in two passes. The first reads each channel's window where it sits in
 // its row (W-1 positions shared by the row's channels) and stores only acc: a tight loop; the
 // second shifts a block of back-to-back rows by one element with one memmove and puts x at each
-// row's end, or writes x at the ring's head. vLLM's layout (state_len = width-1), longer states,
-// the circular mode and widths without a SIMD decode kernel take this path. The general taps
-// below took 40-44 us for 4096 bf16 channels at width 4 and state_len 3; this takes 21.
+// row's end, or writes x at the ring's head. Longer states, the circular mode, widths without a
+// SIMD decode kernel and strided layouts take this path. The general taps below took 40-44 us
+// for 4096 bf16 channels at width 4 and state_len 5; this takes 21.
 template <typename TX, typename TW, int W>
 void decode_step(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row, int64_t cache, float* acc) {
   const int64_t sl = p.state_len, cs = p.conv_state.strides[1], ws = p.weight.strides[0], wk = p.weight.strides[1];
@@ -142,13 +143,19 @@ TapsFn taps_for(const UpdateProblem& p) {
                                       : taps_for<float>(p.w_dtype, p.width, decode);
 }
 
-// The decode step with every row contiguous: the SIMD kernel shifts the state and writes out.
-bool contiguous_decode(const UpdateProblem& p, const SimdKernels& k) {
-  const int64_t W = p.width, D = p.dim;
-  return k.decode_rows[W - 1] != nullptr && p.seqlen == 1 && !p.cache_seqlens.present() && p.state_len == W &&
-         p.conv_state.strides[2] == 1 && steps(p.conv_state.strides[1], D, W) && p.weight.strides[1] == 1 &&
-         steps(p.weight.strides[0], D, W) && steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1) &&
-         (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+using DecodeRowsFn = void (*)(int, void*, const void*, int, const void*, const void*, bool, void*, long long);
+
+// The SIMD kernel that shifts the state and writes out, or nullptr: one token, shift mode, state
+// rows of W (Mamba's layout) or W-1 (vLLM's) contiguous elements back to back, and contiguous
+// x, out, weights and bias.
+DecodeRowsFn simd_decode(const UpdateProblem& p, const SimdKernels& k) {
+  const int64_t W = p.width, S = p.state_len, D = p.dim;
+  const DecodeRowsFn f = S == W ? k.decode_rows[W - 1] : S == W - 1 ? k.decode_rows_short[W - 1] : nullptr;
+  const bool fits = p.seqlen == 1 && !p.cache_seqlens.present() && steps(p.conv_state.strides[2], S, 1) &&
+                    steps(p.conv_state.strides[1], D, S) && p.weight.strides[1] == 1 &&
+                    steps(p.weight.strides[0], D, W) && steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1) &&
+                    (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+  return fits ? f : nullptr;
 }
 
 }  // namespace
@@ -161,7 +168,8 @@ void update_cpu(const Problem& problem) {
   const SimdKernels& k = simd();
   const TensorRef& out = p.out;
   const bool out_rows = p.seqlen == 1 && out.strides[1] == 1;  // the channels of a row are contiguous
-  const bool fast = contiguous_decode(p, k);
+  const DecodeRowsFn simd_step = simd_decode(p, k);
+  const bool fast = simd_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
@@ -179,11 +187,11 @@ void update_cpu(const Problem& problem) {
           std::memset(dst, 0, n * xb);
           continue;
         }
-        char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * p.width) * xb;
+        char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * p.state_len) * xb;
         const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * xb;
         const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
-        k.decode_rows[p.width - 1](p.x_dtype, st, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
+        simd_step(p.x_dtype, st, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
         continue;
       }
       if (row < 0) {  // a padding slot: outputs 0, state untouched

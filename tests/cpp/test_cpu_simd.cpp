@@ -179,8 +179,9 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
 }
 
 TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
-  // decode_rows (widths 2, 4, 8: whole vectors of channels, then a padded partial one) and the
-  // scalar taps beside it (widths 1, 3); padding rows, gathered state rows, both x ranks.
+  // decode_rows and decode_rows_short (widths 2, 4, 8, state rows of W and W-1: whole vectors of
+  // channels, then a padded partial one) and the scalar steps beside them (widths 1, 3); padding
+  // rows, gathered state rows, both x ranks.
   std::mt19937 rng = test_rng(203);
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
@@ -189,8 +190,10 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
       for (int wdt = 0; wdt < 3; ++wdt)
         for (int W : {1, 2, 3, 4, 8})
           for (int64_t D : {int64_t(5), int64_t(k->width), int64_t(600)})
-            run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, W, false, D != 5, false, D != 600, D != 5, true}, rng,
-                            CC1D_BACKEND_CPU);
+            for (int64_t S : {int64_t(W), int64_t(W - 1)})  // Mamba's state layout and vLLM's
+              if (S >= 1)
+                run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, S, false, D != 5, false, D != 600, D != 5, true},
+                                rng, CC1D_BACKEND_CPU);
     // Enough rows for the pool: its chunks of 51 work items (2 runs of up to 512 channels a row)
     // start and end inside a row, and each call takes a chunk's runs of one row at once.
     for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
@@ -202,33 +205,36 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
 }
 
 TEST_CASE("every SIMD build: the decode step moves state elements bit for bit, signalling NaNs too") {
-  // Each row shifts down one element and takes x: the state is data, never rounded through
-  // floats (a conversion would quiet a signalling NaN). Random bit patterns, NaNs of both kinds
-  // among them; whole groups of vectors and a partial one.
+  // Each row (W elements, or W-1: decode_rows_short) shifts down one element and takes x: the
+  // state is data, never rounded through floats (a conversion would quiet a signalling NaN).
+  // Random bit patterns, NaNs of both kinds among them; whole groups of vectors and a partial one.
   std::mt19937 rng = test_rng(206);
   std::uniform_int_distribution<uint32_t> any;
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
     for (int xd : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
-      for (int W : {2, 4, 8}) {
-        const long long n = 8 * k->width + 3;
-        const size_t eb = xd == CC1D_FLOAT32 ? 4 : 2;
-        const uint32_t snan = xd == CC1D_FLOAT32 ? 0x7f800001u : xd == CC1D_FLOAT16 ? 0x7c01u : 0x7f81u;
-        std::vector<unsigned char> state(n * W * eb), x(2 * n * eb), out(n * 4);
-        const auto put = [&](unsigned char* p, uint32_t v) { std::memcpy(p, &v, eb); };
-        for (size_t i = 0; i < state.size(); i += eb)
-          put(&state[i], any(rng) % 5 ? any(rng) : snan | (any(rng) & 0x8000u));
-        for (size_t i = 0; i < x.size(); i += eb) put(&x[i], any(rng) % 5 ? any(rng) : snan);
-        std::vector<float> w(n * W, 0.25f);
-        const std::vector<unsigned char> before = state;
-        k->decode_rows[W - 1](xd, state.data(), x.data(), CC1D_FLOAT32, w.data(), nullptr, true, out.data(), n);
-        for (long long c = 0; c < n; ++c)
-          for (int i = 0; i < W; ++i) {
-            const unsigned char* want = i + 1 < W ? &before[(c * W + i + 1) * eb] : &x[c * eb];
-            REQUIRE_MESSAGE(std::memcmp(&state[(c * W + i) * eb], want, eb) == 0,
-                            "dtype " << xd << " width " << W << " channel " << c << " element " << i);
-          }
-      }
+      for (int W : {2, 4, 8})
+        for (int S : {W, W - 1}) {
+          const long long n = 8 * k->width + 3;
+          const size_t eb = xd == CC1D_FLOAT32 ? 4 : 2;
+          const uint32_t snan = xd == CC1D_FLOAT32 ? 0x7f800001u : xd == CC1D_FLOAT16 ? 0x7c01u : 0x7f81u;
+          std::vector<unsigned char> state(n * S * eb), x(2 * n * eb), out(n * 4);
+          const auto put = [&](unsigned char* p, uint32_t v) { std::memcpy(p, &v, eb); };
+          for (size_t i = 0; i < state.size(); i += eb)
+            put(&state[i], any(rng) % 5 ? any(rng) : snan | (any(rng) & 0x8000u));
+          for (size_t i = 0; i < x.size(); i += eb) put(&x[i], any(rng) % 5 ? any(rng) : snan);
+          std::vector<float> w(n * W, 0.25f);
+          const std::vector<unsigned char> before = state;
+          (S == W ? k->decode_rows : k->decode_rows_short)[W - 1](xd, state.data(), x.data(), CC1D_FLOAT32, w.data(),
+                                                                  nullptr, true, out.data(), n);
+          for (long long c = 0; c < n; ++c)
+            for (int i = 0; i < S; ++i) {
+              const unsigned char* want = i + 1 < S ? &before[(c * S + i + 1) * eb] : &x[c * eb];
+              REQUIRE_MESSAGE(std::memcmp(&state[(c * S + i) * eb], want, eb) == 0,
+                              "dtype " << xd << " width " << W << " state_len " << S << " channel " << c
+                                       << " element " << i);
+            }
+        }
   }
 }
 
