@@ -39,6 +39,12 @@ struct SimdKernels {
   // w[c*W+k] * (old row c, then x[c])[k]); each row then shifts left by one and takes x.
   void (*const* decode_rows_short)(int xd, void* state, const void* x, int wd, const void* w, const void* bias,
                                    bool silu, void* out, long long n);
+  // The decode step of a ring buffer (cache_seqlens) for n channels of one batch row: row c of
+  // the state at element c*cs, its window at positions pos[0..W-2] and x written at `head` (the
+  // same in every row); weights, bias, x and out as above. Needs n*cs*element size + 4 < 2^31.
+  // nullptr on the baseline build (no gather instruction) and for widths other than 2, 4 and 8.
+  void (*const* decode_ring)(int xd, void* state, long long cs, const long long* pos, long long head, const void* x,
+                             int wd, const void* w, const void* bias, bool silu, void* out, long long n);
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
   void (*from_f32)(int dtype, const float* src, void* dst, long long n);
   void (*silu_inplace)(float* v, long long n);

@@ -144,6 +144,24 @@ TapsFn taps_for(const UpdateProblem& p) {
 }
 
 using DecodeRowsFn = void (*)(int, void*, const void*, int, const void*, const void*, bool, void*, long long);
+using DecodeRingFn = void (*)(int, void*, long long, const long long*, long long, const void*, int, const void*,
+                              const void*, bool, void*, long long);
+
+// Whether x, out, the weights (rows of W) and the bias are contiguous along channels.
+bool contiguous_channels(const UpdateProblem& p) {
+  const int64_t W = p.width, D = p.dim;
+  return p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) && steps(p.x.strides[1], D, 1) &&
+         steps(p.out.strides[1], D, 1) && (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+}
+
+// The SIMD kernel of a ring buffer's decode step (one token, cache_seqlens, state rows contiguous
+// along time), or nullptr; its 32-bit offsets must reach every row of the call.
+DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
+  const int64_t S = p.state_len, rows = std::max<int64_t>(p.conv_state.strides[1], S) * p.dim;
+  const bool fits = p.seqlen == 1 && p.cache_seqlens.present() && steps(p.conv_state.strides[2], S, 1) &&
+                    rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31) && contiguous_channels(p);
+  return fits ? k.decode_ring[p.width - 1] : nullptr;
+}
 
 // The SIMD kernel that shifts the state and writes out, or nullptr: one token, shift mode, state
 // rows of W (Mamba's layout) or W-1 (vLLM's) contiguous elements back to back, and contiguous
@@ -152,9 +170,7 @@ DecodeRowsFn simd_decode(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, S = p.state_len, D = p.dim;
   const DecodeRowsFn f = S == W ? k.decode_rows[W - 1] : S == W - 1 ? k.decode_rows_short[W - 1] : nullptr;
   const bool fits = p.seqlen == 1 && !p.cache_seqlens.present() && steps(p.conv_state.strides[2], S, 1) &&
-                    steps(p.conv_state.strides[1], D, S) && p.weight.strides[1] == 1 &&
-                    steps(p.weight.strides[0], D, W) && steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1) &&
-                    (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+                    steps(p.conv_state.strides[1], D, S) && contiguous_channels(p);
   return fits ? f : nullptr;
 }
 
@@ -169,7 +185,8 @@ void update_cpu(const Problem& problem) {
   const TensorRef& out = p.out;
   const bool out_rows = p.seqlen == 1 && out.strides[1] == 1;  // the channels of a row are contiguous
   const DecodeRowsFn simd_step = simd_decode(p, k);
-  const bool fast = simd_step != nullptr;
+  const DecodeRingFn ring_step = simd_step ? nullptr : simd_ring(p, k);
+  const bool fast = simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
@@ -187,11 +204,20 @@ void update_cpu(const Problem& problem) {
           std::memset(dst, 0, n * xb);
           continue;
         }
-        char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * p.state_len) * xb;
+        const int64_t cs = ring_step ? p.conv_state.strides[1] : p.state_len;
+        char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * cs) * xb;
         const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * xb;
         const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
-        simd_step(p.x_dtype, st, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
+        if (simd_step) {
+          simd_step(p.x_dtype, st, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
+          continue;
+        }
+        // The ring's head and the window's positions, the same in every row of batch row b.
+        const int64_t sl = p.state_len, head = index_at(p.cache_seqlens, b) % sl;
+        long long pos[CC1D_MAX_WIDTH];
+        for (int i = 0; i + 1 < p.width; ++i) pos[i] = (head - (p.width - 1) + i + sl) % sl;
+        ring_step(p.x_dtype, st, cs, pos, head, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
         continue;
       }
       if (row < 0) {  // a padding slot: outputs 0, state untouched

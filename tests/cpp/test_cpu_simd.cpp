@@ -180,8 +180,8 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
 
 TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
   // decode_rows and decode_rows_short (widths 2, 4, 8, state rows of W and W-1: whole vectors of
-  // channels, then a padded partial one) and the scalar steps beside them (widths 1, 3); padding
-  // rows, gathered state rows, both x ranks.
+  // channels, then a padded partial one), decode_ring (a ring of W-1, W or W+3) and the scalar
+  // steps beside them (widths 1, 3); padding rows, gathered state rows, both x ranks.
   std::mt19937 rng = test_rng(203);
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
@@ -190,10 +190,11 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
       for (int wdt = 0; wdt < 3; ++wdt)
         for (int W : {1, 2, 3, 4, 8})
           for (int64_t D : {int64_t(5), int64_t(k->width), int64_t(600)})
-            for (int64_t S : {int64_t(W), int64_t(W - 1)})  // Mamba's state layout and vLLM's
-              if (S >= 1)
-                run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, S, false, D != 5, false, D != 600, D != 5, true},
-                                rng, CC1D_BACKEND_CPU);
+            for (int64_t S : {int64_t(W), int64_t(W - 1), int64_t(W + 3)})  // Mamba's, vLLM's, a longer one
+              for (bool ring : {false, true})
+                if (S >= 1)
+                  run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, S, ring, D != 5, false, D != 600, D != 5, true},
+                                  rng, CC1D_BACKEND_CPU);
     // Enough rows for the pool: its chunks of 51 work items (2 runs of up to 512 channels a row)
     // start and end inside a row, and each call takes a chunk's runs of one row at once.
     for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
