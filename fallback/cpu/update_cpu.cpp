@@ -1,12 +1,12 @@
 // update_cpu.cpp — the update op's native CPU implementation (run by the cpu backend): the same
 // semantics as kernels_src/update.cuh. Work items are (batch row, run of channels). The decode
 // step of Mamba's and vLLM's layouts (one token, shift mode, state rows of `width` or width-1
-// contiguous elements, width 2/4/8, contiguous rows) is one SIMD kernel per run (simd.h
-// decode_rows, decode_rows_short). Otherwise the taps run per
-// channel with the element types fixed at compile time, and the activation and the conversion
-// of the outputs run vectorised over the run. Small calls stay on the calling thread: a decode
-// step of one row is done before a pool thread would wake. Validation has already rejected
-// out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
+// contiguous elements, width 2/4/8, contiguous rows) and of a ring buffer (AVX2/AVX-512) is one
+// SIMD kernel per run (simd.h decode_rows, decode_rows_short, decode_ring). Otherwise the taps
+// run per channel with the element types fixed at compile time, and the activation and the
+// conversion of the outputs run vectorised over the run. Small calls stay on the calling thread:
+// a decode step of one row is done before a pool thread would wake. Validation has already
+// rejected out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -33,9 +33,10 @@ bool steps(int64_t stride, int64_t size, int64_t want) { return size == 1 || str
 // then the state update, in two passes. The first reads each channel's window where it sits in
 // its row (W-1 positions shared by the row's channels) and stores only acc: a tight loop; the
 // second shifts a block of back-to-back rows by one element with one memmove and puts x at each
-// row's end, or writes x at the ring's head. Longer states, the circular mode, widths without a
-// SIMD decode kernel and strided layouts take this path. The general taps below took 40-44 us
-// for 4096 bf16 channels at width 4 and state_len 5; this takes 21.
+// row's end, or writes x at the ring's head. What no SIMD decode kernel takes comes here: longer
+// states in shift mode, widths 3 and 5-7, strided layouts, and the ring on the baseline build.
+// The general taps below took 40-44 us for 4096 bf16 channels at width 4 and state_len 5; this
+// takes 21.
 template <typename TX, typename TW, int W>
 void decode_step(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row, int64_t cache, float* acc) {
   const int64_t sl = p.state_len, cs = p.conv_state.strides[1], ws = p.weight.strides[0], wk = p.weight.strides[1];
