@@ -8,6 +8,18 @@
 
 namespace cc1d {
 
+// The update's decode kernels (see SimdKernels::decode_rows and decode_ring).
+using DecodeRowsFn = void (*)(int xd, void* state, const void* x, int wd, const void* w, const void* bias, bool silu,
+                              void* out, long long n);
+using DecodeRingFn = void (*)(int xd, void* state, long long cs, const long long* pos, long long head, const void* x,
+                              int wd, const void* w, const void* bias, bool silu, void* out, long long n);
+
+// Whether the decode kernels exist at width W: a power of two from 2 (their row sums pair lanes).
+// A constant, not a function: the SIMD units include this header, and no function of theirs may
+// be shared with another unit (simd_kernels.inc).
+template <int W>
+constexpr bool kHasDecodeKernel = W > 1 && (W & (W - 1)) == 0;
+
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
 struct SimdKernels {
@@ -33,18 +45,15 @@ struct SimdKernels {
   // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias
   // (n, or NULL) in dtype wd, out n contiguous elements of xd. Index W-1; nullptr for a width
   // other than 2, 4 and 8.
-  void (*const* decode_rows)(int xd, void* state, const void* x, int wd, const void* w, const void* bias, bool silu,
-                             void* out, long long n);
+  const DecodeRowsFn* decode_rows;
   // The same with state rows of W-1 elements (vLLM's layout): out[c] = act(bias[c] + sum_k
   // w[c*W+k] * (old row c, then x[c])[k]); each row then shifts left by one and takes x.
-  void (*const* decode_rows_short)(int xd, void* state, const void* x, int wd, const void* w, const void* bias,
-                                   bool silu, void* out, long long n);
+  const DecodeRowsFn* decode_rows_short;
   // The decode step of a ring buffer (cache_seqlens) for n channels of one batch row: row c of
   // the state at element c*cs, its window at positions pos[0..W-2] and x written at `head` (the
   // same in every row); weights, bias, x and out as above. Needs n*cs*element size + 4 < 2^31.
   // nullptr on the baseline build (no gather instruction) and for widths other than 2, 4 and 8.
-  void (*const* decode_ring)(int xd, void* state, long long cs, const long long* pos, long long head, const void* x,
-                             int wd, const void* w, const void* bias, bool silu, void* out, long long n);
+  const DecodeRingFn* decode_ring;
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
   void (*from_f32)(int dtype, const float* src, void* dst, long long n);
   void (*silu_inplace)(float* v, long long n);

@@ -144,10 +144,6 @@ TapsFn taps_for(const UpdateProblem& p) {
                                       : taps_for<float>(p.w_dtype, p.width, decode);
 }
 
-using DecodeRowsFn = void (*)(int, void*, const void*, int, const void*, const void*, bool, void*, long long);
-using DecodeRingFn = void (*)(int, void*, long long, const long long*, long long, const void*, int, const void*,
-                              const void*, bool, void*, long long);
-
 // Whether x, out, the weights (rows of W) and the bias are contiguous along channels.
 bool contiguous_channels(const UpdateProblem& p) {
   const int64_t W = p.width, D = p.dim;
