@@ -28,6 +28,13 @@ int32_t index_at(const TensorRef& t, int64_t i) { return static_cast<const int32
 // Whether a dim of `size` elements steps by `stride` (a size-1 dim's stride is 0 after validation).
 bool steps(int64_t stride, int64_t size, int64_t want) { return size == 1 || stride == want; }
 
+// Where input i (0..W-2) of the window before the first new token sits in a state row of sl
+// elements: before the ring's head (circular mode), or among the row's last W-1 (shift mode).
+int64_t window_pos(bool circular, int64_t head, int64_t sl, int W, int i) {
+  const int64_t at = (circular ? head : sl) - (W - 1) + i;
+  return at < 0 ? at + sl : at;
+}
+
 // A decode step (one token) on state rows that are contiguous along time, of any state_len and
 // in either mode, for channels [c0, c1) of batch row b with state row `row`: the taps into acc,
 // then the state update, in two passes. The first reads each channel's window where it sits in
@@ -44,10 +51,7 @@ void decode_step(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int6
   const bool circular = p.cache_seqlens.present();
   const int64_t head = circular ? cache % sl : 0;
   int64_t pos[W];  // the window's W-1 state positions, in the row
-  for (int i = 0; i < W - 1; ++i) {
-    const int64_t at = circular ? head - (W - 1) + i : sl - (W - 1) + i;
-    pos[i] = at < 0 ? at + sl : at;
-  }
+  for (int i = 0; i < W - 1; ++i) pos[i] = window_pos(circular, head, sl, W, i);
   TX* const state = static_cast<TX*>(p.conv_state.data) + row * p.conv_state.strides[0] + c0 * cs;
   const TX* __restrict x = static_cast<const TX*>(p.x.data) + b * p.x.strides[0] + c0 * xs;
   const TW* __restrict w = static_cast<const TW*>(p.weight.data) + c0 * ws;
@@ -89,10 +93,7 @@ void taps(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row
   const bool circular = p.cache_seqlens.present();
   const int64_t head = circular ? cache % sl : 0, ss = st.strides[2], xs = p.x.strides[2];
   int64_t wpos[W];  // where the W-1 inputs before the first new token sit in a state row
-  for (int i = 0; i < W - 1; ++i) {
-    int64_t pos = circular ? head - (W - 1) + i : sl - (W - 1) + i;
-    wpos[i] = (pos < 0 ? pos + sl : pos) * ss;
-  }
+  for (int i = 0; i < W - 1; ++i) wpos[i] = window_pos(circular, head, sl, W, i) * ss;
   for (int64_t c = c0; c < c1; ++c) {
     float wk[W], win[W];
     for (int k = 0; k < W; ++k) wk[k] = to_float(w[c * wt.strides[0] + k * wt.strides[1]]);
@@ -213,7 +214,7 @@ void update_cpu(const Problem& problem) {
         // The ring's head and the window's positions, the same in every row of batch row b.
         const int64_t sl = p.state_len, head = index_at(p.cache_seqlens, b) % sl;
         long long pos[CC1D_MAX_WIDTH];
-        for (int i = 0; i + 1 < p.width; ++i) pos[i] = (head - (p.width - 1) + i + sl) % sl;
+        for (int i = 0; i + 1 < p.width; ++i) pos[i] = window_pos(true, head, sl, p.width, i);
         ring_step(p.x_dtype, st, cs, pos, head, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
         continue;
       }
