@@ -10,7 +10,7 @@ mode, the error) that every fallback gets.
 Precedence: the per-call `backend=` argument > `use_backend(...)` > CAUSAL_CONV1D_BACKEND > auto.
 
 route() is the common case made cheap: when the plan's first backend is a libcc1d one that serves
-the tensors where they are, an op calls it directly (its fast path, call_direct) and run()'s walk
+the tensors where they are, an op calls it directly (its fast path, after_direct) and run()'s walk
 is only for what that cannot do: fallbacks, host copies, the aten backend, failures.
 
 Without a loadable libcc1d the plan is "aten only": the import already warned (or, in strict
@@ -293,19 +293,17 @@ def served(r: Route) -> None:
         logger.debug("%s served by %s", r.choice.op, r.choice)
 
 
-def call_direct(r: Route, entry: str, args, op_call: Callable[[], OpCall], backend: str) -> bool:
-    """An op's fast path: libcc1d's `entry` with packed `args`, for a call that went by route r.
-    False when libcc1d refused the arguments (it wrote nothing; the caller validates in Python to
-    word the error as every backend does). Any other failure is run()'s to handle, with the
-    OpCall that op_call() builds for the same tensors."""
-    lib = _lib.library()
-    status = lib.packed_entry(entry)(args)
+def after_direct(r: Route, entry: str, status: int, op_call: Callable[[], OpCall], backend: str) -> bool:
+    """An op's fast path, after it called libcc1d's `entry` (_pack.ArgPacker.call) for a call
+    that went by route r and got `status`. False when libcc1d refused the arguments (it wrote
+    nothing; the caller validates in Python to word the error as every backend does). Any other
+    failure is run()'s to handle, with the OpCall that op_call() builds for the same tensors."""
     if status == _lib.OK:
         served(r)
         return True
     if status in INVALID_CALL:
         return False
-    run(op_call(), backend or None, error=lib.error_for(status, entry))
+    run(op_call(), backend or None, error=_lib.library().error_for(status, entry))
     return True
 
 

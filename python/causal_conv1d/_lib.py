@@ -260,6 +260,7 @@ class Library:
         self.version = (d.cc1d_version() or b"").decode("utf-8", "replace")
         self._entries = {}
         self._packed_entries = {}
+        self._entry_addresses = {}
         self._log_fn = None
 
     @property
@@ -313,6 +314,13 @@ class Library:
             f.restype = ctypes.c_int
             self._packed_entries[entry] = f
         return f
+
+    def entry_address(self, entry: str) -> int:
+        """An op's entry point's address, for libcc1d_pyargs's pack_call (_pack.ArgPacker.call)."""
+        a = self._entry_addresses.get(entry)
+        if a is None:
+            a = self._entry_addresses[entry] = ctypes.cast(self._dll[entry], ctypes.c_void_p).value
+        return a
 
     def query(self, entry: str, args) -> int:
         """Calls `entry(const args*, int64_t* out)` (e.g. "cc1d_causal_conv1d_bwd_workspace") and

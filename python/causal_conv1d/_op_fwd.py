@@ -135,13 +135,14 @@ def alloc_outputs(x: Tensor, width: int, return_final_states: bool) -> Tuple[Ten
 
 _ARGS = _pack.packer(CFwdArgs)
 _OUT_LIKE_X = (_ARGS.tensors.index("out"), _ARGS.tensors.index("x"))  # ArgPacker.pack's like=
+_ENTRY = "cc1d_causal_conv1d_fwd"
 
 
 def _op_call(x, weight, bias, seq_idx, initial_states, silu: bool, out, final) -> _dispatch.OpCall:
     def run_lib(t, backend_id, stream):
         args = _pack.fill_args(CFwdArgs, t, activation=_lib.ACT_SILU if silu else _lib.ACT_NONE,
                                backend=backend_id, stream=stream)
-        _lib.library().call("cc1d_causal_conv1d_fwd", args)
+        _lib.library().call(_ENTRY, args)
 
     def run_aten():
         res, f = ref_forward(x, weight, bias, seq_idx, initial_states, silu, final is not None)
@@ -172,12 +173,12 @@ def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, si
             out, fs = torch.empty_like(x), None
             like = _OUT_LIKE_X if x.is_contiguous() else None
         _ops.poison(out, fs)
-        args = _ARGS.pack((x, weight, bias, seq_idx, initial_states, out, fs),
-                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)), like)
+        status = _ARGS.call(_ENTRY, (x, weight, bias, seq_idx, initial_states, out, fs),
+                            (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)), like)
     except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a bad rank, a dtype)
         return None
-    if not _dispatch.call_direct(r, "cc1d_causal_conv1d_fwd", args,
-                                 lambda: _op_call(x, weight, bias, seq_idx, initial_states, silu, out, fs), backend):
+    if not _dispatch.after_direct(r, _ENTRY, status,
+                                  lambda: _op_call(x, weight, bias, seq_idx, initial_states, silu, out, fs), backend):
         return None
     return out, fs
 

@@ -150,13 +150,14 @@ def ref_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Ten
 
 _ARGS = _pack.packer(CUpdateArgs)
 _OUT_LIKE_X = (_ARGS.tensors.index("out"), _ARGS.tensors.index("x"))  # ArgPacker.pack's like=
+_ENTRY = "cc1d_causal_conv1d_update"
 
 
 def _op_call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, out) -> _dispatch.OpCall:
     def run_lib(t, backend_id, stream):
         args = _pack.fill_args(CUpdateArgs, t, activation=_lib.ACT_SILU if silu else _lib.ACT_NONE,
                                backend=backend_id, stream=stream)
-        _lib.library().call("cc1d_causal_conv1d_update", args)
+        _lib.library().call(_ENTRY, args)
 
     def run_aten():
         if x.device.type == "cpu":  # raise as libcc1d does for host tensors, before writing
@@ -178,12 +179,12 @@ def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: b
             return None
         out = torch.empty_like(x)
         _ops.poison(out)
-        args = _ARGS.pack((x, conv_state, weight, bias, cache_seqlens, conv_state_indices, out),
-                          (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)),
-                          _OUT_LIKE_X if x.is_contiguous() else None)
+        status = _ARGS.call(_ENTRY, (x, conv_state, weight, bias, cache_seqlens, conv_state_indices, out),
+                            (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)),
+                            _OUT_LIKE_X if x.is_contiguous() else None)
     except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a dtype, a device)
         return None
-    if not _dispatch.call_direct(r, "cc1d_causal_conv1d_update", args, lambda: _op_call(
+    if not _dispatch.after_direct(r, _ENTRY, status, lambda: _op_call(
             x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, out), backend):
         return None
     return out

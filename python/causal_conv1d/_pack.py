@@ -12,7 +12,9 @@ users, which is why the ops validate in Python before the slow path packs.
 
 ArgPacker.pack does the same in C where it can: libcc1d_pyargs (python/pyargs/pyargs.c, built
 beside libcc1d when Python's headers were found) writes the same bytes in about half the time,
-since reading each tensor's attributes from Python was most of the cost. Where it is absent or
+since reading each tensor's attributes from Python was most of the cost. ArgPacker.call, the
+ops' fast path, packs and calls the op's entry point in one call into it: a Python function of
+libcc1d_pyargs's, where two ctypes calls cost more than the packing. Where it is absent or
 declines a tensor, pack_python runs; c_packer_state() says which (`causal-conv1d report`).
 """
 
@@ -27,6 +29,7 @@ import sysconfig
 import threading
 from typing import Optional, Sequence
 
+from . import _lib
 from ._lib import BFLOAT16, DEVICE_CPU, DEVICE_CUDA, FLOAT16, FLOAT32, INT32, MAX_RANK, CTensor
 
 _DTYPE_CODES: dict = {}
@@ -149,6 +152,19 @@ class ArgPacker:
                 return buf
         return self.pack_python(tensors, scalars, like)
 
+    def call(self, entry: str, tensors: tuple, scalars: Sequence, like: Optional[tuple] = None) -> int:
+        """libcc1d's `entry` (an op's entry point, e.g. "cc1d_causal_conv1d_fwd") called with
+        pack(tensors, scalars, like); returns its raw status. libcc1d_pyargs's pack_call does both
+        in one call, the GIL released during the entry as ctypes releases it. Raises as pack()."""
+        lib = _lib.library()
+        f = _c_pack if _c_pack is not None else c_packer()
+        if f and type(tensors) is tuple:
+            status = _c_call(lib.entry_address(entry), self.size, self._scalars_at, self._scalars.pack(*scalars),
+                             tensors, like)
+            if status is not None:
+                return status
+        return lib.packed_entry(entry)(self.pack_python(tensors, scalars, like))
+
     def pack_python(self, tensors: Sequence, scalars: Sequence, like: Optional[tuple] = None):
         """pack() in Python: the same bytes but for where the descriptors start (each present
         tensor's follows the header in order either way, in a buffer sized for the present ones)."""
@@ -212,48 +228,53 @@ def fill_args(struct_type, tensors: dict, **scalars):
 # ---- libcc1d_pyargs ---------------------------------------------------------------------------
 
 PYARGS_FILE = "libcc1d_pyargs.so"  # beside libcc1d (CMake's target cc1d_pyargs)
-_PYARGS_ABI = 1 << 16 | _TENSOR_BYTES  # pyargs.c: cc1d_pyargs_abi()
+_PYARGS_ABI = 2 << 16 | _TENSOR_BYTES  # pyargs.c: cc1d_pyargs_abi()
 _c_pack = None  # its cc1d_pyargs_pack once c_packer() has looked; False where it cannot load
+_c_call = None  # its pack_call, where _c_pack is loaded
 _c_pack_state = "not looked for yet"
 _c_pack_lock = threading.Lock()
 
 
 def _load_c_packer() -> tuple:
-    """(cc1d_pyargs_pack as a ctypes function, or False; a line saying which packer and why)."""
+    """(cc1d_pyargs_pack as a ctypes function, or False; its pack_call or None; a line saying
+    which packer and why)."""
     from . import _lib
 
     free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
     if sys.implementation.name != "cpython" or free_threaded:
-        return False, (f"python (libcc1d_pyargs needs CPython with the GIL; this is {sys.implementation.name} "
+        return False, None, (f"python (libcc1d_pyargs needs CPython with the GIL; this is {sys.implementation.name} "
                        f"{platform.python_version()}{' free-threaded' if free_threaded else ''})")
     lib = _lib.library()
     if lib is None:
-        return False, "python (libcc1d is not loaded)"
+        return False, None, "python (libcc1d is not loaded)"
     path = os.path.join(os.path.dirname(lib.path), PYARGS_FILE)
     if not os.path.exists(path):
-        return False, f"python ({path} does not exist: it is built where Python's headers are found)"
+        return False, None, f"python ({path} does not exist: it is built where Python's headers are found)"
     try:
         dll = ctypes.PyDLL(path)  # PyDLL: called with the GIL held, as the Python API needs
         abi = dll.cc1d_pyargs_abi()
         if abi != _PYARGS_ABI:
-            return False, (f"python ({path} has interface {abi:#x}, this package {_PYARGS_ABI:#x}: it comes from "
+            return False, None, (f"python ({path} has interface {abi:#x}, this package {_PYARGS_ABI:#x}: it comes from "
                            f"another build; reinstall causal-conv1d)")
         init = dll.cc1d_pyargs_init
         init.argtypes, init.restype = [ctypes.py_object], ctypes.c_int
         init(tuple((_DTYPE_CODES or _dtype_codes()).items()))
         f = dll.cc1d_pyargs_pack
         f.argtypes, f.restype = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int
+        caller = dll.cc1d_pyargs_caller
+        caller.argtypes, caller.restype = [], ctypes.py_object
+        pack_call = caller()
     except (OSError, AttributeError, ValueError, TypeError) as e:
-        return False, f"python ({path} cannot be used: {e})"
-    return f, f"c ({path})"
+        return False, None, f"python ({path} cannot be used: {e})"
+    return f, pack_call, f"c ({path})"
 
 
 def c_packer():
     """libcc1d_pyargs's pack function, loaded on first use; False where it cannot be."""
-    global _c_pack, _c_pack_state
+    global _c_pack, _c_call, _c_pack_state
     with _c_pack_lock:
         if _c_pack is None:
-            _c_pack, _c_pack_state = _load_c_packer()
+            _c_pack, _c_call, _c_pack_state = _load_c_packer()
     return _c_pack
 
 

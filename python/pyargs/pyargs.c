@@ -30,7 +30,18 @@
  *                                when a tensor is one it cannot describe (not a tensor, a dtype
  *                                without a code, a device other than cpu and cuda, a rank above
  *                                CC1D_MAX_RANK): the caller then packs in Python, which raises
- *                                the error with its words. */
+ *                                the error with its words.
+ *   cc1d_pyargs_caller()         a new reference to a Python function
+ *                                pack_call(entry, header, scalars_at, scalars, tensors, like):
+ *                                packs as cc1d_pyargs_pack into a buffer of its own (like: None,
+ *                                or (i, j), j < i: tensor i has tensor j's shape, strides, dtype
+ *                                and device, so only its data pointer is read), copies the bytes
+ *                                `scalars` (the struct's scalars, packed) to offset scalars_at,
+ *                                then calls the op's entry point at address `entry` with the
+ *                                buffer, the GIL released, and returns its status. Returns None,
+ *                                having called nothing, where cc1d_pyargs_pack returns -1. One
+ *                                Python call instead of two ctypes calls and a ctypes array: the
+ *                                fast path's cost was mostly ctypes'. */
 #define Py_LIMITED_API 0x03090000
 #include <Python.h>
 #include <stdint.h>
@@ -38,7 +49,7 @@
 
 #include "cc1d/cc1d.h"
 
-#define CC1D_PYARGS_ABI 1
+#define CC1D_PYARGS_ABI 2
 #define EXPORT __attribute__((visibility("default")))
 enum { kMaxDtypes = 8 };
 
@@ -141,27 +152,94 @@ static int describe(PyObject* t, cc1d_tensor* d) {
   return d->data == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
-EXPORT int cc1d_pyargs_pack(PyObject* tensors, void* buf, int64_t header) {
+/* cc1d_pyargs_pack's work; -1 (any Python error cleared) for a tensor it cannot describe.
+ * Tensor copy_to (> copy_from, or -1) is described as tensor copy_from but for its data pointer. */
+static int pack(PyObject* tensors, char* buf, Py_ssize_t header, Py_ssize_t copy_to, Py_ssize_t copy_from) {
   const Py_ssize_t n = g_get_device == NULL ? -1 : PyTuple_Size(tensors);
   if (n < 0) {
     PyErr_Clear();
     return -1;
   }
-  char* b = (char*)buf;
   const uint32_t size = (uint32_t)header;
-  memcpy(b, &size, sizeof size);
-  cc1d_tensor* d = (cc1d_tensor*)(b + header);
+  memcpy(buf, &size, sizeof size);
+  cc1d_tensor* d = (cc1d_tensor*)(buf + header);
+  const cc1d_tensor* src = NULL;
   /* The pointers follow struct_size at pointer alignment, in the order of the tuple. */
   const size_t first = (sizeof(uint32_t) + sizeof(void*) - 1) / sizeof(void*) * sizeof(void*);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* t = PyTuple_GetItem(tensors, i);
     if (t == Py_None) continue;
-    if (describe(t, d) != 0) {
+    if (i == copy_to && src != NULL) {
+      *d = *src;
+      PyObject* v = PyObject_CallMethodObjArgs(t, g_data_ptr, NULL);
+      d->data = v ? PyLong_AsVoidPtr(v) : NULL;
+      Py_DecRef(v);  /* NULL-safe */
+      if (d->data == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+      }
+    } else if (describe(t, d) != 0) {
       PyErr_Clear();
       return -1;
     }
-    memcpy(b + first + i * sizeof(void*), &d, sizeof d);
+    if (i == copy_from) src = d;
+    memcpy(buf + first + i * sizeof(void*), &d, sizeof d);
     ++d;
   }
   return 0;
 }
+
+EXPORT int cc1d_pyargs_pack(PyObject* tensors, void* buf, int64_t header) {
+  return pack(tensors, (char*)buf, (Py_ssize_t)header, -1, -1);
+}
+
+typedef int (*entry_fn)(const void* args);
+
+/* pack_call(entry, header, scalars_at, scalars, tensors, like); see the contract above. A wrong layout
+ * from the caller raises ValueError rather than writing past the buffer. */
+static PyObject* pack_call(PyObject* self, PyObject* args) {
+  (void)self;
+  _Alignas(16) char buf[2048];
+  if (PyTuple_Size(args) != 6) {
+    PyErr_SetString(PyExc_TypeError, "pack_call(entry, header, scalars_at, scalars, tensors, like) takes 6 arguments");
+    return NULL;
+  }
+  const entry_fn entry = (entry_fn)PyLong_AsVoidPtr(PyTuple_GetItem(args, 0));
+  const Py_ssize_t header = PyLong_AsSsize_t(PyTuple_GetItem(args, 1));
+  const Py_ssize_t scalars_at = PyLong_AsSsize_t(PyTuple_GetItem(args, 2));
+  char* scalars = NULL;
+  Py_ssize_t nscalars = 0;
+  if (PyErr_Occurred() || PyBytes_AsStringAndSize(PyTuple_GetItem(args, 3), &scalars, &nscalars) != 0) return NULL;
+  PyObject* tensors = PyTuple_GetItem(args, 4);
+  PyObject* like = PyTuple_GetItem(args, 5);
+  Py_ssize_t copy_to = -1, copy_from = -1;
+  if (like != Py_None) {
+    copy_to = PyLong_AsSsize_t(PyTuple_GetItem(like, 0));
+    copy_from = PyLong_AsSsize_t(PyTuple_GetItem(like, 1));
+    if (PyErr_Occurred()) return NULL;
+  }
+  const Py_ssize_t n = PyTuple_Size(tensors);
+  if (entry == NULL || n < 0 || header < (Py_ssize_t)sizeof(uint32_t) || scalars_at < 0 ||
+      scalars_at + nscalars > header || (copy_to >= 0 && copy_from >= copy_to) || header + n * (Py_ssize_t)sizeof(cc1d_tensor) > (Py_ssize_t)sizeof buf) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "pack_call: entry is NULL, tensors is not a tuple, like is not (i, j) with "
+                                      "j < i, or the layout does not fit (scalars past the header, or more than "
+                                      "2048 bytes)");
+    return NULL;
+  }
+  memset(buf, 0, (size_t)(header + n * (Py_ssize_t)sizeof(cc1d_tensor)));  /* absent pointers stay NULL */
+  if (pack(tensors, buf, header, copy_to, copy_from) != 0) {
+    Py_IncRef(Py_None);
+    return Py_None;
+  }
+  memcpy(buf + scalars_at, scalars, (size_t)nscalars);
+  PyThreadState* ts = PyEval_SaveThread();  /* as ctypes does: other Python threads run meanwhile */
+  const int status = entry(buf);
+  PyEval_RestoreThread(ts);
+  return PyLong_FromLong(status);
+}
+
+static PyMethodDef g_pack_call = {"pack_call", pack_call, METH_VARARGS,
+                                  "pack_call(entry, header, scalars_at, scalars, tensors, like) -> status or None"};
+
+EXPORT PyObject* cc1d_pyargs_caller(void) { return PyCFunction_NewEx(&g_pack_call, NULL, NULL); }

@@ -1,6 +1,7 @@
 """Backend selection: argument > use_backend() > CAUSAL_CONV1D_BACKEND > auto; fallbacks warn
 once per process and reason; strict mode; forced backends that cannot serve raise."""
 
+import ctypes
 import logging
 import threading
 import warnings
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import causal_conv1d
-from causal_conv1d import CausalConv1dWarning, StrictModeError, _dispatch, _lib, causal_conv1d_fn
+from causal_conv1d import CausalConv1dWarning, StrictModeError, _dispatch, _lib, _pack, causal_conv1d_fn
 from reference import assert_matches
 
 
@@ -182,28 +183,39 @@ def test_forced_backend_that_cannot_serve_raises(cpu_unavailable, xw):
 
 
 def fail_library_calls(lib, monkeypatch, status, message):
-    """Every op call into libcc1d fails with `status` and `message`, on both lines that call it:
-    run()'s (Library.call) and the direct route's (Library.packed_entry). Returns the list that
-    records each call."""
+    """Every op call into libcc1d fails with `status` and `message`, on each line that calls it:
+    run()'s (Library.call) and the direct route's, libcc1d_pyargs's pack_call (which calls what
+    Library.entry_address gives it, here a C function pointer into Python) or, without it,
+    Library.packed_entry. Returns the list that records each call."""
     calls = []
 
     def failing_call(*a, **k):
         calls.append(1)
         raise _lib.error_for_status(status, message)
 
-    def failing_entry(entry):
-        def call(args):
-            calls.append(1)
-            return status
-        return call
+    def failing_status(args):
+        calls.append(1)
+        return status
 
+    entry = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(failing_status)
     monkeypatch.setattr(lib, "call", failing_call)
-    monkeypatch.setattr(lib, "packed_entry", failing_entry)
+    monkeypatch.setattr(lib, "packed_entry", lambda name: failing_status)
+    monkeypatch.setattr(lib, "entry_address", lambda name, _keep=entry: ctypes.cast(_keep, ctypes.c_void_p).value)
     monkeypatch.setattr(lib, "last_error", lambda: message)
     return calls
 
 
-def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
+@pytest.fixture(params=["c", "python"])
+def packer(request, monkeypatch):
+    """The fast path's two lines into libcc1d: libcc1d_pyargs's pack_call, or the Python packer
+    and a ctypes call."""
+    if not _pack.c_packer() and request.param == "c":
+        pytest.skip(f"no C packer here: {_pack.c_packer_state()}")
+    if request.param == "python":
+        monkeypatch.setattr(_pack, "_c_pack", False)
+
+
+def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch, packer):
     """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
     auto moves on to aten (with a warning) and remembers it."""
     x, w = xw
@@ -222,7 +234,7 @@ def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatc
         causal_conv1d_fn(x, w, backend="cpu")
 
 
-def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch, python_dispatch):
+def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch, python_dispatch, packer):
     """A CUDA/internal error from the library propagates; it is not hidden by a fallback."""
     x, w = xw
     fail_library_calls(lib, monkeypatch, _lib.ERR_INTERNAL, "simulated internal error")

@@ -71,6 +71,81 @@ def test_c_packer_writes_the_python_packers_bytes(struct):
         assert normalized(c, p) == normalized(py, p), f"trial {trial}: {[None if t is None else (t.dtype, t.shape, t.stride()) for t in tensors]}"
 
 
+def recording_entry(size: int, status: int = 0):
+    """(a C function pointer standing for an op's entry point, the list it appends each call's
+    first `size` bytes and their address to); it returns `status`."""
+    seen = []
+
+    def entry(args):
+        seen.append((ctypes.string_at(args, size), args))
+        return status
+
+    f = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(entry)
+    recording_entry.keep.append(f)
+    return ctypes.cast(f, ctypes.c_void_p).value, seen
+
+
+recording_entry.keep = []
+
+
+@pytest.mark.parametrize("struct", [_op_fwd.CFwdArgs, _op_update.CUpdateArgs], ids=["fwd", "update"])
+def test_pack_call_hands_the_entry_the_python_packers_bytes(struct):
+    """pack_call (the fast path's one call: pack, then the op's entry point) gives the entry the
+    bytes pack_python writes, scalars included, with like= and without, and returns its status."""
+    c_pack()
+    p = _pack.packer(struct)
+    entry, seen = recording_entry(ctypes.sizeof(p._full), status=-7)
+    g = torch.Generator().manual_seed(4321)
+    out = p.tensors.index("out")
+    for trial in range(200):
+        tensors = [None if torch.rand((), generator=g) < 0.3 else
+                   random_tensor(g, DTYPES[int(torch.randint(0, 4, (), generator=g))]) for _ in p.tensors]
+        like = None
+        if trial % 2 and tensors[0] is not None:  # out made as the fast paths make it: empty_like(x)
+            tensors[out], like = torch.empty_like(tensors[0].contiguous()), (out, 0)
+            tensors[0] = tensors[0].contiguous()
+        tensors = tuple(tensors)
+        scalars = [int(torch.randint(-5, 2 ** 31 - 1, (), generator=g)) for _ in p.scalars]
+        scalars[-1] = int(torch.randint(0, 2 ** 62, (), generator=g))
+        assert _pack._c_call(entry, p.size, p._scalars_at, p._scalars.pack(*scalars), tensors, like) == -7
+        raw, base = seen.pop()
+        expected = normalized(p.pack_python(tensors, scalars), p)
+        assert normalized(raw, p, base) == expected, f"trial {trial}, like={like}"
+
+
+def test_pack_call_declines_before_calling_and_checks_its_layout():
+    c_pack()
+    p = _pack.packer(_op_update.CUpdateArgs)
+    entry, seen = recording_entry(8)
+    x = torch.randn(2, 8)
+    sc = p._scalars.pack(1, 0, 0)
+    call = _pack._c_call
+    assert call(entry, p.size, p._scalars_at, sc, (x, torch.zeros(2, dtype=torch.float64)) + (None,) * 4 + (x,),
+                None) is None
+    assert call(entry, p.size, p._scalars_at, sc, (x, 7) + (None,) * 5, None) is None
+    assert not seen, "a declined call reached the entry point"
+    for bad in [(0, p.size, p._scalars_at, sc, (x,), None),           # no entry
+                (entry, p.size, p.size - 1, sc, (x,), None),          # scalars past the header
+                (entry, p.size, p._scalars_at, sc, (x,) * 40, None),  # past the buffer
+                (entry, p.size, p._scalars_at, sc, (x, x), (0, 1)),   # like: j >= i
+                (entry, p.size, p._scalars_at, sc, [x], None)]:       # not a tuple
+        with pytest.raises(ValueError, match="pack_call"):
+            call(*bad)
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        call(entry, p.size)
+    assert not seen
+
+
+def test_pack_call_releases_the_gil_during_the_entry():
+    """As ctypes does, so that other Python threads run during a long call. The entry here is
+    PyGILState_Check itself: its status is 1 where the GIL was held."""
+    c_pack()
+    p = _pack.packer(_op_update.CUpdateArgs)
+    check = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
+    assert ctypes.pythonapi.PyGILState_Check() == 1  # the probe works: held here
+    assert _pack._c_call(check, p.size, p._scalars_at, p._scalars.pack(1, 0, 0), (torch.randn(2, 8),), None) == 0
+
+
 @pytest.mark.parametrize("bad, error", [
     (torch.zeros(2, 3, dtype=torch.float64), TypeError),
     (torch.zeros(2, 3, dtype=torch.complex64), TypeError),
@@ -157,6 +232,13 @@ init(tuple((dtypes[n], c) for n, c in eval(sys.argv[3])))
 tensors = tuple(None if d is None else StandIn(*d) for d in eval(sys.argv[4]))
 buf = (ctypes.c_char * (header + len(tensors) * int(sys.argv[5])))()
 print(pack(tensors, buf, header), ctypes.addressof(buf), bytes(buf).hex())
+caller = dll.cc1d_pyargs_caller
+caller.restype = ctypes.py_object
+seen = []
+entry = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(lambda p: seen.append((p, ctypes.string_at(p, len(buf)))) or 5)
+status = caller()(ctypes.cast(entry, ctypes.c_void_p).value, header, int(sys.argv[6]), bytes.fromhex(sys.argv[7]),
+                  tensors, None)
+print(status, seen[0][0], seen[0][1].hex())
 """
 
 
@@ -200,13 +282,19 @@ def test_one_c_packer_build_serves_every_cpython():
              ("float16", (1, 2, 3, 4), (-24, 12, 0, 1), 0x10, 3)]
     here = {"dtypes": {n: getattr(torch, n) for n in ("float32", "float16", "bfloat16", "int32")}}
     exec(_STAND_IN, here)
-    expected = normalized(p.pack_python(tuple(None if d is None else here["StandIn"](*d) for d in descs), [0, 0, 0]), p)
+    scalars = [1, 2, 0x7f00deadbeef]
+    expected = normalized(p.pack_python(tuple(None if d is None else here["StandIn"](*d) for d in descs), scalars), p)
     codes = [(str(k).replace("torch.", ""), v) for k, v in _pack._dtype_codes().items()]
     path = os.path.join(os.path.dirname(_lib.library().path), _pack.PYARGS_FILE)
     for exe in others:
         r = subprocess.run([exe, "-c", _CHILD, path, str(p.size), repr(codes), repr(descs),
-                            str(ctypes.sizeof(_lib.CTensor))], capture_output=True, text=True, timeout=60)
+                            str(ctypes.sizeof(_lib.CTensor)), str(p._scalars_at), p._scalars.pack(*scalars).hex()],
+                           capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, f"{exe}: {r.stderr}"
-        rc, base, raw = r.stdout.split()
+        rc, base, raw, status, call_base, call_raw = r.stdout.split()
         assert rc == "0", f"{exe} declined the stand-ins"
-        assert normalized(bytes.fromhex(raw), p, int(base)) == expected, f"{exe} packed other bytes"
+        raw = bytearray(bytes.fromhex(raw))
+        raw[p._scalars_at:p.size] = bytes.fromhex(call_raw)[p._scalars_at:p.size]  # pack() leaves the scalars
+        assert normalized(raw, p, int(base)) == expected, f"{exe} packed other bytes"
+        assert status == "5", f"{exe}: pack_call returned {status}, not the entry's status"
+        assert normalized(bytes.fromhex(call_raw), p, int(call_base)) == expected, f"{exe}: pack_call, other bytes"
