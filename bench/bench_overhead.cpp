@@ -8,7 +8,9 @@
 //     tests/fake_driver/ with CC1D_FAKE_EXECUTE=0, loaded through CAUSAL_CONV1D_CUDA_DRIVER
 //     exactly like libcuda.so.1);
 //  3. plan_fwd alone, the part of (2) that builds the launch;
-//  4. cc1d_causal_conv1d_update on the cpu backend, batch 1, dim 4096, bf16, width 4, silu.
+//  4. cc1d_causal_conv1d_update on the cpu backend, batch 1, dim 4096, bf16, width 4, silu, with
+//     Mamba's state (state_len 4), vLLM's (3) and a ring buffer of 16 (cache_seqlens, advanced
+//     by one each call as in decoding, so every window position counts alike).
 // With a GPU, run it with CAUSAL_CONV1D_CUDA_DRIVER unset and --real to time real launches.
 // --smoke makes a few calls each: ctest's check (label bench) that every row still runs.
 #include <algorithm>
@@ -60,10 +62,13 @@ double run_backend(int backend, int device, void* stream) {
   return time_us([&] { cc1d_causal_conv1d_fwd(&a); });
 }
 
-double run_update() {
+double run_update(int64_t state_len, bool ring) {
   const cc1d_dtype bf = CC1D_BFLOAT16;
-  BenchTensor x(CC1D_DEVICE_CPU, {1, 4096}, bf), st(CC1D_DEVICE_CPU, {1, 4096, 4}, bf),
-      w(CC1D_DEVICE_CPU, {4096, 4}, bf), b(CC1D_DEVICE_CPU, {4096}, bf), out(CC1D_DEVICE_CPU, {1, 4096}, bf);
+  BenchTensor x(CC1D_DEVICE_CPU, {1, 4096}, bf), st(CC1D_DEVICE_CPU, {1, 4096, state_len}, bf),
+      w(CC1D_DEVICE_CPU, {4096, 4}, bf), b(CC1D_DEVICE_CPU, {4096}, bf), out(CC1D_DEVICE_CPU, {1, 4096}, bf),
+      seqlens(CC1D_DEVICE_CPU, {1}, CC1D_INT32);
+  auto* pos = reinterpret_cast<int32_t*>(seqlens.data.data());
+  *pos = 0;
   cc1d_update_args a{};
   a.struct_size = sizeof a;
   a.x = &x.t;
@@ -73,11 +78,15 @@ double run_update() {
   a.out = &out.t;
   a.activation = CC1D_ACT_SILU;
   a.backend = CC1D_BACKEND_CPU;
+  if (ring) a.cache_seqlens = &seqlens.t;
   if (cc1d_causal_conv1d_update(&a) != CC1D_OK) {
     std::printf("  update failed: %s\n", cc1d_last_error());
     return -1;
   }
-  return time_us([&] { cc1d_causal_conv1d_update(&a); }, 2000);
+  return time_us([&] {
+    *pos = (*pos + 1) & 0xffff;
+    cc1d_causal_conv1d_update(&a);
+  }, 2000);
 }
 
 }  // namespace
@@ -118,8 +127,10 @@ int main(int argc, char** argv) {
   volatile unsigned sink = 0;
   const double plan = time_us([&] { sink = sink + cc1d::plan_fwd(pr).grid[0]; });
   std::printf("  plan_fwd alone (params + kernel name):            %6.2f us\n", plan);
-  const double update = run_update();
+  const double update = run_update(4, false), short_rows = run_update(3, false), ring = run_update(16, true);
   std::printf("  update, cpu, batch 1, dim 4096 bf16, silu:         %6.2f us\n", update);
+  std::printf("    the same, state_len 3 (vLLM's layout):           %6.2f us\n", short_rows);
+  std::printf("    the same, a ring of 16 (cache_seqlens):          %6.2f us\n", ring);
   const bool ok = (cpu >= 0 && cpu < 5.0) && (nv < 0 || nv < 5.0);
   std::printf("goal < 5 us per call: %s\n", ok ? "met" : "NOT met");
   // A row that could not run is a broken bench, except the nvrtc one without a driver (no fake
@@ -129,7 +140,7 @@ int main(int argc, char** argv) {
 #else
   const bool nv_expected = real;
 #endif
-  if (cpu < 0 || update < 0) return 1;
+  if (cpu < 0 || update < 0 || short_rows < 0 || ring < 0) return 1;
   if (nv < 0 && nv_expected) return have_nvrtc() ? 1 : exit_without_nvrtc("bench_overhead", "the nvrtc backend's row needs an NVRTC");
   return 0;
 }

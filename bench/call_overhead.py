@@ -106,11 +106,15 @@ def main():
     # The other decode layouts: vLLM's state of width-1 entries, and a ring of 16 (cache_seqlens).
     st3 = torch.randn(1, 4096, 3, device=dev, dtype=torch.bfloat16)
     ring = torch.randn(1, 4096, 16, device=dev, dtype=torch.bfloat16)
-    cache = torch.tensor([21], device=dev, dtype=torch.int32)
+    cache = torch.tensor([21], device=dev, dtype=torch.int32)  # head 5: the window is 2..4 (one load a row)
+    wraps = torch.tensor([17], device=dev, dtype=torch.int32)  # head 1: the window is 14, 15, 0 (gathered)
     rows.append(("causal_conv1d_update, the same with state_len 3 (width-1)", per_call_us(
         lambda: (causal_conv1d_update(xu, st3, wu, bu, activation="silu", backend=backend), sync()))))
-    rows.append(("causal_conv1d_update, the same on a ring of 16 (cache_seqlens)", per_call_us(
+    rows.append(("causal_conv1d_update, the same on a ring of 16 (cache_seqlens), head 5", per_call_us(
         lambda: (causal_conv1d_update(xu, ring, wu, bu, activation="silu", cache_seqlens=cache, backend=backend),
+                 sync()))))
+    rows.append(("  the same at head 1, where the window wraps (3 of 16 heads)", per_call_us(
+        lambda: (causal_conv1d_update(xu, ring, wu, bu, activation="silu", cache_seqlens=wraps, backend=backend),
                  sync()))))
 
     rows.append(("yardstick: torch.empty_like of the (1, 8, 16) tensor", per_call_us(lambda: torch.empty_like(x))))
