@@ -136,6 +136,23 @@ def test_pack_call_declines_before_calling_and_checks_its_layout():
     assert not seen
 
 
+def test_the_fast_paths_call_through_pack_call(monkeypatch):
+    """causal_conv1d_fn and causal_conv1d_update, eager on the cpu backend, make their one call
+    into libcc1d through pack_call (not the Python packer and a ctypes call)."""
+    c_pack()
+    from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
+
+    lib = _lib.library()
+    entry, seen = recording_entry(8, status=_lib.OK)
+    names = []
+    monkeypatch.setattr(lib, "entry_address", lambda name: names.append(name) or entry)
+    monkeypatch.setattr(lib, "packed_entry", lambda name: pytest.fail(f"{name} called through ctypes"))
+    x, w = torch.randn(2, 8, 16), torch.randn(8, 4)
+    causal_conv1d_fn(x, w, activation="silu", backend="cpu")
+    causal_conv1d_update(torch.randn(2, 8), torch.randn(2, 8, 4), w, backend="cpu")
+    assert names == ["cc1d_causal_conv1d_fwd", "cc1d_causal_conv1d_update"] and len(seen) == 2
+
+
 def test_pack_call_releases_the_gil_during_the_entry():
     """As ctypes does, so that other Python threads run during a long call. The entry here is
     PyGILState_Check itself: its status is 1 where the GIL was held."""
