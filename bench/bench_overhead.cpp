@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
   volatile unsigned sink = 0;
   const double plan = time_us([&] { sink = sink + cc1d::plan_fwd(pr).grid[0]; });
   std::printf("  plan_fwd alone (params + kernel name):            %6.2f us\n", plan);
-  const double update = run_update(4, false), short_rows = run_update(3, false), ring = run_update(16, true);
+  const double update = run_update(4, false), short_rows = run_update(3, false);
+  const double ring = run_update(16, true);
   std::printf("  update, cpu, batch 1, dim 4096 bf16, silu:         %6.2f us\n", update);
   std::printf("    the same, state_len 3 (vLLM's layout):           %6.2f us\n", short_rows);
   std::printf("    the same, a ring of 16 (cache_seqlens):          %6.2f us\n", ring);

@@ -238,12 +238,11 @@ _c_pack_lock = threading.Lock()
 def _load_c_packer() -> tuple:
     """(cc1d_pyargs_pack as a ctypes function, or False; its pack_call or None; a line saying
     which packer and why)."""
-    from . import _lib
-
     free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
     if sys.implementation.name != "cpython" or free_threaded:
-        return False, None, (f"python (libcc1d_pyargs needs CPython with the GIL; this is {sys.implementation.name} "
-                       f"{platform.python_version()}{' free-threaded' if free_threaded else ''})")
+        return False, None, (f"python (libcc1d_pyargs needs CPython with the GIL; this is "
+                             f"{sys.implementation.name} {platform.python_version()}"
+                             f"{' free-threaded' if free_threaded else ''})")
     lib = _lib.library()
     if lib is None:
         return False, None, "python (libcc1d is not loaded)"
@@ -254,8 +253,8 @@ def _load_c_packer() -> tuple:
         dll = ctypes.PyDLL(path)  # PyDLL: called with the GIL held, as the Python API needs
         abi = dll.cc1d_pyargs_abi()
         if abi != _PYARGS_ABI:
-            return False, None, (f"python ({path} has interface {abi:#x}, this package {_PYARGS_ABI:#x}: it comes from "
-                           f"another build; reinstall causal-conv1d)")
+            return False, None, (f"python ({path} has interface {abi:#x}, this package {_PYARGS_ABI:#x}: it "
+                                 f"comes from another build; reinstall causal-conv1d)")
         init = dll.cc1d_pyargs_init
         init.argtypes, init.restype = [ctypes.py_object], ctypes.c_int
         init(tuple((_DTYPE_CODES or _dtype_codes()).items()))

@@ -219,15 +219,16 @@ static PyObject* pack_call(PyObject* self, PyObject* args) {
     if (PyErr_Occurred()) return NULL;
   }
   const Py_ssize_t n = PyTuple_Size(tensors);
+  const Py_ssize_t used = header + n * (Py_ssize_t)sizeof(cc1d_tensor);
   if (entry == NULL || n < 0 || header < (Py_ssize_t)sizeof(uint32_t) || scalars_at < 0 ||
-      scalars_at + nscalars > header || (copy_to >= 0 && copy_from >= copy_to) || header + n * (Py_ssize_t)sizeof(cc1d_tensor) > (Py_ssize_t)sizeof buf) {
+      scalars_at + nscalars > header || (copy_to >= 0 && copy_from >= copy_to) || used > (Py_ssize_t)sizeof buf) {
     PyErr_Clear();
     PyErr_SetString(PyExc_ValueError, "pack_call: entry is NULL, tensors is not a tuple, like is not (i, j) with "
                                       "j < i, or the layout does not fit (scalars past the header, or more than "
                                       "2048 bytes)");
     return NULL;
   }
-  memset(buf, 0, (size_t)(header + n * (Py_ssize_t)sizeof(cc1d_tensor)));  /* absent pointers stay NULL */
+  memset(buf, 0, (size_t)used);  /* absent pointers stay NULL */
   if (pack(tensors, buf, header, copy_to, copy_from) != 0) {
     Py_IncRef(Py_None);
     return Py_None;
