@@ -20,6 +20,11 @@ using DecodeRingFn = void (*)(int xd, void* state, long long cs, const long long
 template <int W>
 constexpr bool kHasDecodeKernel = W > 1 && (W & (W - 1)) == 0;
 
+// Whether the decode kernels serve x of dtype xd with weights (and bias) of dtype wd: weights in
+// x's dtype or in fp32, as upstream allows; the caller takes its scalar step for the other pairs.
+// static, so that each unit keeps its own copy (see kHasDecodeKernel).
+static constexpr bool decode_dtypes(int xd, int wd) { return wd == xd || wd == 0 /* CC1D_FLOAT32 */; }
+
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
 struct SimdKernels {
@@ -43,8 +48,8 @@ struct SimdKernels {
   // One decode step of n channels (the update op's common case): state rows of W contiguous
   // elements, row after row, in dtype xd, shift left by one and take x (n contiguous elements);
   // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias
-  // (n, or NULL) in dtype wd, out n contiguous elements of xd. Index W-1; nullptr for a width
-  // other than 2, 4 and 8.
+  // (n, or NULL) in dtype wd, out n contiguous elements of xd; only for the pairs (xd, wd) that
+  // decode_dtypes accepts. Index W-1; nullptr for a width other than 2, 4 and 8.
   const DecodeRowsFn* decode_rows;
   // The same with state rows of W-1 elements (vLLM's layout): out[c] = act(bias[c] + sum_k
   // w[c*W+k] * (old row c, then x[c])[k]); each row then shifts left by one and takes x.

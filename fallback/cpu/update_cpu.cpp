@@ -1,12 +1,13 @@
 // update_cpu.cpp — the update op's native CPU implementation (run by the cpu backend): the same
 // semantics as kernels_src/update.cuh. Work items are (batch row, run of channels). The decode
 // step of Mamba's and vLLM's layouts (one token, shift mode, state rows of `width` or width-1
-// contiguous elements, width 2/4/8, contiguous rows) and of a ring buffer (AVX2/AVX-512) is one
-// SIMD kernel per run (simd.h decode_rows, decode_rows_short, decode_ring). Otherwise the taps
-// run per channel with the element types fixed at compile time, and the activation and the
-// conversion of the outputs run vectorised over the run. Small calls stay on the calling thread:
-// a decode step of one row is done before a pool thread would wake. Validation has already
-// rejected out-of-range indices, duplicated indices and negative cache_seqlens for host tensors.
+// contiguous elements, width 2/4/8, contiguous rows, weights in x's dtype or fp32) and of a ring
+// buffer (AVX2/AVX-512, the same cases) is one SIMD kernel per run (simd.h decode_rows,
+// decode_rows_short, decode_ring, decode_dtypes). Otherwise the taps run per channel with the
+// element types fixed at compile time, and the activation and the conversion of the outputs run
+// vectorised over the run. Small calls stay on the calling thread: a decode step of one row is
+// done before a pool thread would wake. Validation has already rejected out-of-range indices,
+// duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -156,7 +157,8 @@ bool contiguous_channels(const UpdateProblem& p) {
 // along time), or nullptr; its 32-bit offsets must reach every row of the call.
 DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t S = p.state_len, rows = std::max<int64_t>(p.conv_state.strides[1], S) * p.dim;
-  const bool fits = p.seqlen == 1 && p.cache_seqlens.present() && steps(p.conv_state.strides[2], S, 1) &&
+  const bool fits = p.seqlen == 1 && p.cache_seqlens.present() && decode_dtypes(p.x_dtype, p.w_dtype) &&
+                    steps(p.conv_state.strides[2], S, 1) &&
                     rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31) && contiguous_channels(p);
   return fits ? k.decode_ring[p.width - 1] : nullptr;
 }
@@ -167,8 +169,9 @@ DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
 DecodeRowsFn simd_decode(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, S = p.state_len, D = p.dim;
   const DecodeRowsFn f = S == W ? k.decode_rows[W - 1] : S == W - 1 ? k.decode_rows_short[W - 1] : nullptr;
-  const bool fits = p.seqlen == 1 && !p.cache_seqlens.present() && steps(p.conv_state.strides[2], S, 1) &&
-                    steps(p.conv_state.strides[1], D, S) && contiguous_channels(p);
+  const bool fits = p.seqlen == 1 && !p.cache_seqlens.present() && decode_dtypes(p.x_dtype, p.w_dtype) &&
+                    steps(p.conv_state.strides[2], S, 1) && steps(p.conv_state.strides[1], D, S) &&
+                    contiguous_channels(p);
   return fits ? f : nullptr;
 }
 
