@@ -58,6 +58,9 @@ fi
 echo "setup: installing causal_conv1d into $VENV"
 if command -v ccache >/dev/null; then  # the wheel's build shares make's object cache
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  # ...under the compiler names make's CMake picks: ccache hashes the name, so the wheel's g++
+  # (pip's CMake chose it) missed every object of make's c++ and each unit compiled twice.
+  export CXX="${CXX:-c++}" CC="${CC:-cc}"
 fi
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps . 

@@ -132,15 +132,18 @@ def test_bitwise_identical_across_thread_counts_and_shuffled_launches():
     both layouts, in processes with 1, 2 and 3 threads; the emulator in checking mode (each
     launch run in natural order, then with threads, blocks and atomics shuffled) with another
     seed each time: dx, dweight and dbias have the same bits every time."""
-    runs = []
-    for n in ("1", "2", "3"):
+    children = []
+    for n in ("1", "2", "3"):  # side by side: each is mostly the emulator in one process
         env = dict(os.environ, CAUSAL_CONV1D_NUM_THREADS=n, CAUSAL_CONV1D_EMULATE_CHECK="1",
                    CAUSAL_CONV1D_EMULATE_SEED=str(40 + int(n)))
         env.pop("CAUSAL_CONV1D_BACKEND", None)
-        r = subprocess.run([sys.executable, "-c", _DETERMINISM_CHILD], env=env, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr
-        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        children.append(subprocess.Popen([sys.executable, "-c", _DETERMINISM_CHILD], env=env, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    runs = []
+    for child in children:
+        out, err = child.communicate(timeout=600)
+        assert child.returncode == 0, err
+        runs.append(json.loads(out.strip().splitlines()[-1]))
     assert runs[0] == runs[1] == runs[2]
     assert len(runs[0]) == 4
 
