@@ -8,11 +8,15 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <link.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <string>
@@ -218,6 +222,46 @@ TEST_CASE("a syntax error is CC1D_ERR_COMPILE with NVRTC's log") {
   // An unknown name expression is an error too, not a silent empty kernel.
   CHECK_THROWS_AS(compile_kernel(*find_nvrtc(), load_kernel_sources(), "cc1d::no_such_kernel<int>", CodeKind::Cubin, 90),
                   Error);
+}
+
+// The libnvrtc-builtins files this process has mapped.
+std::vector<std::string> loaded_builtins() {
+  std::vector<std::string> out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        if (name.find("/libnvrtc-builtins.so") != std::string::npos)
+          static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+// Its own ctest (test_nvrtc_compile.builtins): it needs a process where no NVRTC has compiled.
+// The copy has no RPATH to its directory, like the CUDA 13.0 wheels' libnvrtc, so without the
+// preload its builtins would come from the loader's search (the toolkit's, or nothing).
+TEST_CASE("NVRTC's builtins come from beside the libnvrtc in use") {
+  REQUIRE(have_nvrtc());
+  REQUIRE_MESSAGE(loaded_builtins().empty(), "run this case in a process of its own");
+  const NvrtcFacts& f = find_nvrtc()->facts;
+  const std::string from = real_path(f.path), name = "libnvrtc-builtins.so." + f.version_string();
+  const std::string builtins = from.substr(0, from.rfind('/') + 1) + name;
+  REQUIRE_MESSAGE(std::filesystem::exists(builtins), builtins << " is not beside " << from);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("cc1d_builtins_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(from, dir / "libnvrtc.so.copy");  // another file: loaded apart from the original
+  std::filesystem::copy_file(builtins, dir / name);
+  const NvrtcCandidate copy = probe_nvrtc((dir / "libnvrtc.so.copy").string(), "test");
+  REQUIRE_MESSAGE(copy.lib != nullptr, copy.facts.load_error);
+  const CompiledImage k = compile_kernel(*copy.lib, load_kernel_sources(),
+                                         fwd_kernel_name(CC1D_FLOAT32, CC1D_FLOAT32, 4, kFwdPathTime), CodeKind::Ptx,
+                                         copy.lib->facts.archs.front());
+  CHECK(looks_like_ptx(k.image.data(), k.image.size()));
+  std::string loaded;
+  for (const std::string& b : loaded_builtins()) loaded += b + " ";
+  CHECK_MESSAGE(loaded == (dir / name).string() + " ", "loaded: " << loaded);
+  std::filesystem::remove_all(dir);  // the mappings stay valid
 }
 
 int main(int argc, char** argv) {

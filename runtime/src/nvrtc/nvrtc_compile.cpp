@@ -45,6 +45,7 @@ std::vector<std::string> nvrtc_options(CodeKind kind, int arch, const NvrtcFacts
 CompiledProgram compile_kernels(const NvrtcLib& nvrtc, const KernelSources& src, const std::vector<std::string>& names,
                                 CodeKind kind, int arch) {
   const NvrtcApi& api = nvrtc.api;
+  nvrtc.load_builtins();
   const auto t0 = std::chrono::steady_clock::now();
   const std::string who = "NVRTC " + nvrtc.facts.version_string() + " (" + nvrtc.facts.path + ")";
   std::string what = names.empty() ? std::string("no kernel") : names[0];

@@ -1,6 +1,7 @@
 #include "nvrtc/nvrtc_lib.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -87,6 +88,24 @@ void bind_symbol(const DynLib& lib, F& slot, const char* name, std::vector<std::
 std::string NvrtcLib::error_string(nvrtcResult r) const {
   const char* s = api.nvrtcGetErrorString != nullptr ? api.nvrtcGetErrorString(r) : nullptr;
   return (s != nullptr ? std::string(s) : std::string("NVRTC error")) + " (" + std::to_string(r) + ")";
+}
+
+void NvrtcLib::load_builtins() const {
+  // NVRTC opens its builtins by soname when it first compiles. The CUDA 13.0 wheels' libnvrtc
+  // has no RPATH to its own directory, so without a toolkit in the loader's cache that fails
+  // ("failed to open libnvrtc-builtins.so.13.0"), or takes another installation's copy. Loaded
+  // first, the file beside it is the one that soname finds (torch preloads its wheels' too).
+  std::call_once(builtins_once_, [&] {
+    const std::string dir = lib->path().substr(0, lib->path().rfind('/') + 1);
+    const std::string file = dir + "libnvrtc-builtins.so." + facts.version_string();
+    if (dir.empty() || access(file.c_str(), F_OK) != 0) return;  // NVRTC finds its own, or says so
+    std::vector<LoadAttempt> tried;
+    builtins_ = DynLib::open(file, &tried);
+    if (builtins_ != nullptr)
+      builtins_->keep_loaded();
+    else
+      log_line(CC1D_LOG_DEBUG, "NVRTC {}: could not preload {}", lib->path(), format_attempts(tried));
+  });
 }
 
 void add_nvrtc_search_roots(const std::vector<std::string>& roots) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct NvrtcLib {
   NvrtcApi api;
   NvrtcFacts facts;
   std::string error_string(nvrtcResult r) const;
+  // Loads libnvrtc-builtins.so.X.Y from lib's directory, once, before the first compile.
+  void load_builtins() const;
+
+ private:
+  mutable std::once_flag builtins_once_;
+  mutable std::shared_ptr<DynLib> builtins_;  // null: none beside lib
 };
 
 struct NvrtcCandidate {
