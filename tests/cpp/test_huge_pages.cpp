@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -17,9 +18,12 @@ using namespace cc1d_test;
 
 namespace {
 
-constexpr size_t kHuge = size_t(2) << 20;
+// The machine's sizes, as libcc1d reads them: 2 MiB and 4 KiB on x86-64, 512 MiB and 64 KiB on
+// some Arm servers.
+const size_t kHuge = cc1d::huge_page_bytes();
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 
-// A fresh anonymous mapping (no page resident) of n bytes starting on a 2 MiB boundary.
+// A fresh anonymous mapping (no page resident) of n bytes starting on a huge page's boundary.
 struct Fresh {
   void* map = nullptr;
   size_t len = 0;
@@ -63,12 +67,12 @@ TEST_CASE("untouched whole huge pages are advised where the mode is madvise; res
   {
     Fresh f(8 * kHuge);
     // One byte before the first boundary and a partial page after the last: only whole pages count.
-    CHECK(cc1d::advise_huge_pages(f.p - 1, 8 * kHuge + 4096) == (asks() ? 8 * kHuge : 0));
+    CHECK(cc1d::advise_huge_pages(f.p - 1, 8 * kHuge + kPage) == (asks() ? 8 * kHuge : 0));
     CHECK(advised(f.p) == asks());
   }
   {
     Fresh f(8 * kHuge);
-    std::memset(f.p + kHuge + 4096, 1, 1);  // one resident page in the second huge page
+    f.p[kHuge + kPage] = 1;  // one resident page in the second huge page
     CHECK(cc1d::advise_huge_pages(f.p, 8 * kHuge) == (asks() ? 7 * kHuge : 0));
     CHECK(advised(f.p) == asks());
     CHECK_FALSE(advised(f.p + kHuge));
@@ -76,7 +80,7 @@ TEST_CASE("untouched whole huge pages are advised where the mode is madvise; res
   }
   {
     Fresh f(8 * kHuge);
-    std::memset(f.p, 1, 8 * kHuge);  // a buffer in use keeps its pages
+    for (size_t at = 0; at < 8 * kHuge; at += kHuge) f.p[at] = 1;  // in use: each huge page holds a resident page
     CHECK(cc1d::advise_huge_pages(f.p, 8 * kHuge) == 0);
     CHECK_FALSE(advised(f.p));
   }
@@ -126,7 +130,7 @@ TEST_CASE("a forward into a fresh mapping writes the same bits as into a poisone
     a.backend = CC1D_BACKEND_CPU;
     a.out = &fresh;
     REQUIRE_MESSAGE(cc1d_causal_conv1d_fwd(&a) == CC1D_OK, cc1d_last_error());
-    CHECK(advised(f.p) == asks());
+    CHECK(advised(f.p) == (asks() && bytes >= 2 * kHuge));  // 512 MiB huge pages: too small to ask
     a.out = &poisoned.t;
     REQUIRE_MESSAGE(cc1d_causal_conv1d_fwd(&a) == CC1D_OK, cc1d_last_error());
     CHECK(std::memcmp(f.p, poisoned.storage.data(), bytes) == 0);

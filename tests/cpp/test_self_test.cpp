@@ -17,7 +17,7 @@ cc1d_self_test_result run_ok(int32_t backend, int32_t device_type) {
   cc1d_self_test_result r{};
   r.struct_size = sizeof r;
   const cc1d_status s = cc1d_self_test(backend, device_type, 0, &r);
-  INFO("cc1d_last_error: " << cc1d_last_error());
+  INFO("cc1d_last_error: " << std::string(cc1d_last_error()));
   REQUIRE(s == CC1D_OK);
   return r;
 }

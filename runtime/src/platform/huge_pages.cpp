@@ -24,6 +24,8 @@ std::string chosen(const std::string& line) {
   return a != std::string::npos && b != std::string::npos && b > a ? line.substr(a + 1, b - a - 1) : "";
 }
 
+}  // namespace
+
 size_t huge_page_bytes() {
   static const size_t bytes = [] {
     std::ifstream f(std::string(kSysfs) + "hpage_pmd_size");
@@ -32,8 +34,6 @@ size_t huge_page_bytes() {
   }();
   return bytes;
 }
-
-}  // namespace
 
 const std::string& huge_page_mode() {
   static const std::string mode = [] {

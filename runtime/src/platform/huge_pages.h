@@ -18,6 +18,10 @@ namespace cc1d {
 // Read once.
 const std::string& huge_page_mode();
 
+// The size of a huge page (hpage_pmd_size): 2 MiB on x86-64 and on 4 KiB-page Arm kernels, 512
+// MiB on the 64 KiB-page kernels of some Arm servers; 2 MiB where sysfs does not say.
+size_t huge_page_bytes();
+
 // Whether libcc1d asks: the mode is "madvise" and CAUSAL_CONV1D_HUGEPAGES is not off (read on
 // every call).
 bool huge_page_advice_on();
