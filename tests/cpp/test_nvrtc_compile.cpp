@@ -239,8 +239,8 @@ std::vector<std::string> loaded_builtins() {
 }
 
 // Its own ctest (test_nvrtc_compile.builtins): it needs a process where no NVRTC has compiled.
-// The copy has no RPATH to its directory, like the CUDA 13.0 wheels' libnvrtc, so without the
-// preload its builtins would come from the loader's search (the toolkit's, or nothing).
+// The toolkit's libnvrtc has no RPATH, like the CUDA 13.0 x86-64 wheel's, so without the preload
+// the copy's builtins would come from the loader's search (the toolkit's, or nothing).
 TEST_CASE("NVRTC's builtins come from beside the libnvrtc in use") {
   REQUIRE(have_nvrtc());
   REQUIRE_MESSAGE(loaded_builtins().empty(), "run this case in a process of its own");

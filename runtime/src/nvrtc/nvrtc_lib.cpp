@@ -91,10 +91,11 @@ std::string NvrtcLib::error_string(nvrtcResult r) const {
 }
 
 void NvrtcLib::load_builtins() const {
-  // NVRTC opens its builtins by soname when it first compiles. The CUDA 13.0 wheels' libnvrtc
-  // has no RPATH to its own directory, so without a toolkit in the loader's cache that fails
-  // ("failed to open libnvrtc-builtins.so.13.0"), or takes another installation's copy. Loaded
-  // first, the file beside it is the one that soname finds (torch preloads its wheels' too).
+  // NVRTC opens its builtins by soname when it first compiles, and the loader's search need not
+  // reach its directory: the CUDA 13.0 x86-64 wheel's libnvrtc has no RPATH (the aarch64 one's
+  // $ORIGIN went unused under qemu). Without a toolkit in the loader's cache that fails ("failed
+  // to open libnvrtc-builtins.so.13.0"), or takes another installation's copy. Loaded first, the
+  // file beside it is the one that soname finds (torch preloads its wheels' too).
   std::call_once(builtins_once_, [&] {
     const std::string dir = lib->path().substr(0, lib->path().rfind('/') + 1);
     const std::string file = dir + "libnvrtc-builtins.so." + facts.version_string();
