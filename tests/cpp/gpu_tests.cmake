@@ -28,6 +28,7 @@ cc1d_fake_nvrtc(fake_nvrtc_toolkit   toolkit/lib64        libnvrtc.so.12   12 8 
 cc1d_fake_nvrtc(fake_nvrtc_toolkit13 toolkit/lib64        libnvrtc.so.13   13 2 "75,80,86,89,90,100,120,121")
 cc1d_fake_nvrtc(fake_nvrtc_old       old/lib64            libnvrtc.so.11.1 11 1 "35,50,60,70,75,80,86" FAKE_NO_ARCH_API)
 cc1d_fake_nvrtc(fake_nvrtc_partial   partial/lib64        libnvrtc.so.12   12 2 "75,80,86,90" FAKE_NO_COMPILE)
+cc1d_fake_nvrtc(fake_nvrtc_nobuiltins nobuiltins/lib64    libnvrtc.so.13   13 0 "75,80,86,90" FAKE_NO_BUILTINS)
 cc1d_fake_nvrtc(fake_nvrtc_loaded    loaded               libnvrtc.so.11.2 11 2 "35,50,60,70,75,80,86")
 # A file that is not a library, a dev symlink to a candidate (de-duplicated), and a builtins
 # library (never a candidate).

@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/error.h"
+#include "jit/kernel_source.h"
 #include "nvrtc/nvrtc_choice.h"
+#include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/nvrtc_lib.h"
 
 using namespace cc1d;
@@ -160,5 +163,24 @@ TEST_CASE("choices over the discovered tree") {
     CHECK_FALSE(ch.ok);
     for (const auto& f : facts) CHECK(has(ch.reason, f.path));
     CHECK(has(ch.reason, "pip install nvidia-cuda-nvrtc-cu11"));
+  }
+}
+
+TEST_CASE("an NVRTC that cannot load its builtins says so, and what to do, instead of blaming the source") {
+  const NvrtcCandidate c = probe_nvrtc(kTree + "/nobuiltins/lib64/libnvrtc.so.13", "test");
+  REQUIRE_MESSAGE(static_cast<bool>(c.lib), c.facts.load_error);
+  try {
+    compile_kernel(*c.lib, load_kernel_sources(), "cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>", CodeKind::Cubin, 90);
+    FAIL("expected a compile error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(e.status() == CC1D_ERR_COMPILE);
+    CHECK(has(m, "failed to open libnvrtc-builtins.so.13.0"));  // NVRTC's log
+    CHECK(has(m, "could not use its builtins library (libnvrtc-builtins.so.13.0), which belongs beside " + kTree +
+                     "/nobuiltins/lib64/libnvrtc.so.13"));
+    CHECK(has(m, "pip install 'nvidia-cuda-nvrtc==13.0.*'"));
+    CHECK(has(m, "CAUSAL_CONV1D_NVRTC"));
+    CHECK_FALSE(has(m, "Fix the kernel source"));
   }
 }

@@ -73,12 +73,19 @@ CompiledProgram compile_kernels(const NvrtcLib& nvrtc, const KernelSources& src,
   const nvrtcResult rc = api.nvrtcCompileProgram(guard.prog, (int)argv.size(), argv.data());
   if (rc != kNvrtcSuccess) {
     std::string log = program_log(api, guard.prog);
-    fail(CC1D_ERR_COMPILE,
-         who + " could not compile " + what + " for " + nvrtc_target(kind, arch) +
-             " from kernel sources '" + src.origin + "' (" + nvrtc.error_string(rc) + "):\n" +
-             (log.empty() ? std::string("(no compile log)") : log) +
-             "\nFix the kernel source (or unset CAUSAL_CONV1D_KERNEL_DIR to use the built-in "
-             "kernels); if the built-in kernels fail, please report it with this message.");
+    // NVRTC_ERROR_BUILTIN_OPERATION_FAILURE: NVRTC itself is incomplete, not the source.
+    const std::string builtins = "libnvrtc-builtins.so." + nvrtc.facts.version_string();
+    const std::string advice =
+        rc == kNvrtcBuiltinFailure
+            ? "NVRTC could not use its builtins library (" + builtins + "), which belongs beside " +
+                  nvrtc.facts.path + ": reinstall that NVRTC (pip install 'nvidia-cuda-nvrtc==" +
+                  nvrtc.facts.version_string() + ".*', or the CUDA toolkit), add the directory holding " + builtins +
+                  " to LD_LIBRARY_PATH, or set CAUSAL_CONV1D_NVRTC to another libnvrtc."
+            : "Fix the kernel source (or unset CAUSAL_CONV1D_KERNEL_DIR to use the built-in kernels); if the "
+              "built-in kernels fail, please report it with this message.";
+    fail(CC1D_ERR_COMPILE, who + " could not compile " + what + " for " + nvrtc_target(kind, arch) +
+                               " from kernel sources '" + src.origin + "' (" + nvrtc.error_string(rc) + "):\n" +
+                               (log.empty() ? std::string("(no compile log)") : log) + "\n" + advice);
   }
 
   CompiledProgram out;

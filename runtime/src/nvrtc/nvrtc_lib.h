@@ -19,6 +19,7 @@ using nvrtcResult = int;
 struct _nvrtcProgram;
 using nvrtcProgram = _nvrtcProgram*;
 constexpr nvrtcResult kNvrtcSuccess = 0;
+constexpr nvrtcResult kNvrtcBuiltinFailure = 7;  // NVRTC_ERROR_BUILTIN_OPERATION_FAILURE
 
 struct NvrtcApi {
   nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;
