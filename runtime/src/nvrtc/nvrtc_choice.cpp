@@ -30,9 +30,8 @@ std::string driver_hint(int major) {
 
 // The PyPI wheel that ships an NVRTC for a driver of this CUDA major.
 std::string pip_hint(int driver_major) {
-  if (driver_major >= 13) return "pip install nvidia-cuda-nvrtc (CUDA 13 wheels)";
-  if (driver_major == 12 || driver_major == 11)
-    return "pip install nvidia-cuda-nvrtc-cu" + std::to_string(driver_major);
+  if (driver_major >= 13) return "pip install " + nvrtc_wheel(driver_major) + " (CUDA 13 wheels)";
+  if (driver_major == 12 || driver_major == 11) return "pip install " + nvrtc_wheel(driver_major);
   return "update the NVIDIA driver";
 }
 
@@ -46,6 +45,10 @@ bool better(const NvrtcFacts& a, int ia, const NvrtcFacts& b, int ib, int torch_
 }
 
 }  // namespace
+
+std::string nvrtc_wheel(int major) {
+  return major >= 13 ? "nvidia-cuda-nvrtc" : "nvidia-cuda-nvrtc-cu" + std::to_string(major);
+}
 
 std::string NvrtcFacts::version_string() const {
   return std::to_string(major) + "." + std::to_string(minor);

@@ -30,6 +30,8 @@ struct NvrtcFacts {
 
 enum class CodeKind { Cubin, Ptx };
 const char* code_kind_name(CodeKind k);  // "cubin" / "ptx"
+// The PyPI package that ships NVRTC `major`: nvidia-cuda-nvrtc (13 on), nvidia-cuda-nvrtc-cu12, -cu11.
+std::string nvrtc_wheel(int major);
 
 struct CandidateDecision {
   std::string path, origin, version;

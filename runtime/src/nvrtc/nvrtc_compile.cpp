@@ -78,7 +78,7 @@ CompiledProgram compile_kernels(const NvrtcLib& nvrtc, const KernelSources& src,
     const std::string advice =
         rc == kNvrtcBuiltinFailure
             ? "NVRTC could not use its builtins library (" + builtins + "), which belongs beside " +
-                  nvrtc.facts.path + ": reinstall that NVRTC (pip install 'nvidia-cuda-nvrtc==" +
+                  nvrtc.facts.path + ": reinstall that NVRTC (pip install '" + nvrtc_wheel(nvrtc.facts.major) + "==" +
                   nvrtc.facts.version_string() + ".*', or the CUDA toolkit), add the directory holding " + builtins +
                   " to LD_LIBRARY_PATH, or set CAUSAL_CONV1D_NVRTC to another libnvrtc."
             : "Fix the kernel source (or unset CAUSAL_CONV1D_KERNEL_DIR to use the built-in kernels); if the "
