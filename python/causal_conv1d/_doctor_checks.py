@@ -94,6 +94,12 @@ def python_vs_torch(wheel_tags: list, python: tuple, torch_error: Optional[str])
                              f"{python[0]}.{python[1]}")
 
 
+def nvrtc_wheel(major: int) -> str:
+    """NVRTC's PyPI package for a CUDA major (libcc1d's nvrtc_wheel): from CUDA 13 on it has no
+    -cuXX suffix (nvidia-cuda-nvrtc-cu13 is an empty placeholder)."""
+    return "nvidia-cuda-nvrtc" if major >= 13 else f"nvidia-cuda-nvrtc-cu{major}"
+
+
 def nvrtc_vs_driver(candidates: list, driver_cuda: Optional[str]) -> list:
     """An NVRTC of a newer CUDA major than the driver makes code the driver cannot load."""
     name = "NVRTC vs driver"
@@ -103,7 +109,7 @@ def nvrtc_vs_driver(candidates: list, driver_cuda: Optional[str]) -> list:
     usable = [c for c in candidates if c.get("version") and not c.get("error")]
     if not usable:
         return [check(name, "warn", "no NVRTC found",
-                      f"pip install nvidia-cuda-nvrtc-cu{d[0]} (or install the CUDA toolkit, or set CAUSAL_CONV1D_NVRTC)")]
+                      f"pip install {nvrtc_wheel(d[0])} (or install the CUDA toolkit, or set CAUSAL_CONV1D_NVRTC)")]
     out = []
     for c in usable:
         v = major_minor(c["version"])

@@ -193,7 +193,9 @@ def test_nvrtc_newer_than_the_driver():
     assert [c["status"] for c in _doctor_checks.nvrtc_vs_driver([newer], "12.8")] == ["fail"]
     assert _doctor_checks.nvrtc_vs_driver([older], "12.8")[0]["status"] == "ok"
     c = _doctor_checks.nvrtc_vs_driver([], "12.8")[0]
-    assert c["status"] == "warn" and "nvidia-cuda-nvrtc-cu12" in c["fix"]
+    assert c["status"] == "warn" and "pip install nvidia-cuda-nvrtc-cu12 " in c["fix"]
+    c = _doctor_checks.nvrtc_vs_driver([], "13.0")[0]  # CUDA 13's wheel has no -cu13 suffix
+    assert c["status"] == "warn" and "pip install nvidia-cuda-nvrtc " in c["fix"]
 
 
 # ---- --scan-extensions ------------------------------------------------------------------------------
