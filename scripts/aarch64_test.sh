@@ -2,8 +2,9 @@
 # The aarch64 build (Grace hosts: GH200, GB200), checked from an x86-64 machine: libcc1d and its
 # C++ tests cross-compiled with Debian's g++-aarch64-linux-gnu (cmake/toolchains/), each test run
 # under qemu-user, the NVRTC tests with NVIDIA's aarch64 NVRTC wheel. On aarch64 there is no
-# AVX: the cpu backend runs its portable unit (fallback/cpu/simd_base.cpp without SSE), whose
-# silu and clamps take code paths that no x86 build compiles. `make aarch64-test`; CI runs it.
+# AVX: the cpu backend runs its NEON units (simd_base.cpp and simd_neon_bf16.cpp; qemu emulates
+# FEAT_BF16), whose conversions, clamps and reciprocal no x86 build compiles. `make aarch64-test`;
+# CI runs it.
 #   BUILD_AARCH64       the build directory (default build/cmake-aarch64)
 #   CC1D_NVRTC_AARCH64  where the wheel goes (default ~/.cache/causal-conv1d/aarch64-nvrtc13)
 #
@@ -50,9 +51,12 @@ readelf -h "$BUILD/libcc1d.so" | grep -q AArch64 || { echo "aarch64-test: $BUILD
 sysroot=$(sed -n 's/^CC1D_AARCH64_SYSROOT:PATH=//p' "$BUILD/CMakeCache.txt")
 
 export CAUSAL_CONV1D_NVRTC="$(readlink -f "$LIBNVRTC")"
+export CC1D_TEST_SIMD_BUILDS=neon_bf16,base  # test_cpu_simd: both NEON units run (qemu has FEAT_BF16)
 status=0
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -LE slow \
   -E '^(test_cpu_fwd|test_fake_driver_e2e|test_cache_fleet|test_huge_pages|test_fake_driver_nvrtc)$' || status=1
+echo "aarch64-test: the NEON units' steady-state loops (bench/neon_loops.py)"
+python3 bench/neon_loops.py "$BUILD" --check || status=1
 echo "aarch64-test: test_cpu_fwd without its two fork cases"
 qemu-aarch64 -L "$sysroot" "$BUILD/tests/cpp/test_cpu_fwd" --test-case-exclude='*forked*' || status=1
 exit $status

@@ -8,6 +8,13 @@
 
 #include "core/log.h"
 
+#if defined(__aarch64__) && defined(CC1D_HAVE_NEON_BF16)
+#include <sys/auxv.h>
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1 << 14)  // Linux's arch/arm64 hwcap, for C libraries older than it
+#endif
+#endif
+
 const cc1d::SimdKernels* cc1d_simd_base();
 #if defined(__x86_64__) || defined(__i386__)
 const cc1d::SimdKernels* cc1d_simd_avx2();
@@ -15,6 +22,9 @@ const cc1d::SimdKernels* cc1d_simd_avx512();
 #ifdef CC1D_HAVE_AVX512BF16
 const cc1d::SimdKernels* cc1d_simd_avx512bf16();
 #endif
+#endif
+#ifdef CC1D_HAVE_NEON_BF16
+const cc1d::SimdKernels* cc1d_simd_neon_bf16();
 #endif
 
 namespace cc1d {
@@ -32,6 +42,9 @@ const SimdKernels* simd_build(const char* name) {
   if (!std::strcmp(name, "avx512bf16"))
     return avx512 && __builtin_cpu_supports("avx512bf16") ? cc1d_simd_avx512bf16() : nullptr;
 #endif
+#endif
+#if defined(__aarch64__) && defined(CC1D_HAVE_NEON_BF16)
+  if (!std::strcmp(name, "neon_bf16")) return getauxval(AT_HWCAP2) & HWCAP2_BF16 ? cc1d_simd_neon_bf16() : nullptr;
 #endif
   return nullptr;
 }

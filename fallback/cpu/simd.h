@@ -1,8 +1,9 @@
 // simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc and
 // simd_decode.inc), built once per instruction set (simd_base.cpp: the compiler's baseline,
-// SSE2 on x86-64; simd_avx2.cpp: AVX2+FMA+F16C; simd_avx512.cpp: AVX-512 F/BW/VL/DQ;
-// simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion) and chosen once at run time from
-// the CPU's features.
+// SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C; simd_avx512.cpp: AVX-512
+// F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion; simd_neon_bf16.cpp:
+// AArch64's baseline plus FEAT_BF16's conversion) and chosen once at run time from the CPU's
+// features.
 // CAUSAL_CONV1D_CPU_ISA=<a name of kSimdBuilds> caps the choice (tests run each).
 #pragma once
 
@@ -66,8 +67,12 @@ struct SimdKernels {
   void (*mul_silu_grad)(const float* z, float* g, long long n);
 };
 
-// Every build's name, the best first.
+// Every build's name for this architecture, the best first.
+#if defined(__aarch64__)
+constexpr const char* kSimdBuilds[] = {"neon_bf16", "base"};
+#else
 constexpr const char* kSimdBuilds[] = {"avx512bf16", "avx512", "avx2", "base"};
+#endif
 
 // The best build this CPU runs (capped by CAUSAL_CONV1D_CPU_ISA), chosen on first use.
 const SimdKernels& simd();

@@ -7,8 +7,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,9 +31,23 @@ std::vector<const cc1d::SimdKernels*> builds() {
   return v;
 }
 
+std::string build_names() {
+  std::string s;
+  for (const cc1d::SimdKernels* k : builds()) s += (s.empty() ? "" : ",") + std::string(k->name);
+  return s;
+}
+
 float silu_ref(float z) { return static_cast<float>(static_cast<double>(z) / (1.0 + std::exp(-static_cast<double>(z)))); }
 
 }  // namespace
+
+// CC1D_TEST_SIMD_BUILDS names the builds this machine must run, best first (scripts/aarch64_test.sh:
+// qemu has FEAT_BF16), so that a unit left out of the build or refused by its feature check fails
+// here instead of going untested.
+TEST_CASE("the SIMD builds this CPU runs") {
+  MESSAGE("SIMD builds: " << build_names());
+  if (const char* want = std::getenv("CC1D_TEST_SIMD_BUILDS")) CHECK(build_names() == want);
+}
 
 TEST_CASE("every SIMD build: silu special values in every lane, as aten and the GPU") {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
