@@ -456,11 +456,34 @@ def _transformers_modules_using_us():
             yield f"transformers.models.{f.parent.name}.{f.stem}"
 
 
+def _transformers_binding(obj):
+    """(the function transformers calls, the device types it calls it for) for a module-level
+    name. transformers >= 5.25 binds a kernel function through hub_kernels'
+    use_kernel_func_from_hub_with_fallback: a wrapper that resolves the package's function once
+    and calls it only for inputs on the devices its _PACKAGE_SUPPORTED_DEVICES lists ("cuda" for
+    causal_conv1d), its own torch path for the others; with the `kernels` package installed, that
+    wrapper sits inside a kernels Func module. (obj, None) for a plain import, or for a wrapping
+    this does not recognise (the caller's identity check then fails, naming it)."""
+    for _ in range(4):
+        code, closure = getattr(obj, "__code__", None), getattr(obj, "__closure__", None)
+        if code is not None and closure and "implementation" in code.co_freevars:
+            cells = dict(zip(code.co_freevars, closure))
+            devices = cells["supported_devices"].cell_contents if "supported_devices" in cells else None
+            return cells["implementation"].cell_contents, devices
+        forward = getattr(type(obj), "forward", None)  # kernels' Func module: forward calls `func`
+        fcode, fclosure = getattr(forward, "__code__", None), getattr(forward, "__closure__", None)
+        if fcode is None or not fclosure or "func" not in fcode.co_freevars:
+            break
+        obj = dict(zip(fcode.co_freevars, fclosure))["func"].cell_contents
+    return obj, None
+
+
 def test_transformers_detects_the_package_and_its_models_use_it(gen):
     """transformers' package check finds causal_conv1d (its is_causal_conv1d_available also needs
     CUDA), and every modeling module that uses causal_conv1d_fn / causal_conv1d_update binds
-    this package's: calling the module's name runs our op (last_backend() records it) and
-    matches the reference."""
+    this package's: the name is ours, or transformers' wrapper bound to ours. Calling it matches
+    the reference, and runs our op (last_backend() records it) unless the wrapper keeps host
+    tensors on its own torch path."""
     try:
         from transformers.utils import import_utils
     except ImportError as e:
@@ -472,19 +495,28 @@ def test_transformers_detects_the_package_and_its_models_use_it(gen):
     x = make_x(2, 8, 10, torch.float32, "cf", gen)
     w = randn((8, 4), gen, torch.float32)
     checked = []
+    def bound(mod_name, fn, ours):
+        """Whether a call on x's device must reach our op; fails if fn is bound to another function."""
+        impl, devices = _transformers_binding(fn)
+        assert impl is ours, f"{mod_name} is bound to {impl!r}, not this package's {ours!r}"
+        causal_conv1d._dispatch._tls.last = None
+        return devices is None or x.device.type in devices
+
     for name in _transformers_modules_using_us():
         mod = importlib.import_module(name)
         fn, up = getattr(mod, "causal_conv1d_fn", None), getattr(mod, "causal_conv1d_update", None)
         if fn is not None:
-            causal_conv1d._dispatch._tls.last = None
+            reaches_us = bound(f"{name}.causal_conv1d_fn", fn, causal_conv1d.causal_conv1d_fn)
             assert_matches(fn(x, w, None, activation="silu"), x, w, silu=True, what=f"{name}.causal_conv1d_fn")
-            assert causal_conv1d.last_backend() is not None, f"{name}.causal_conv1d_fn is not this package's"
+            if reaches_us:
+                assert causal_conv1d.last_backend() is not None, f"{name}.causal_conv1d_fn did not run our op"
         if up is not None:
-            causal_conv1d._dispatch._tls.last = None
+            reaches_us = bound(f"{name}.causal_conv1d_update", up, causal_conv1d.causal_conv1d_update)
             state = randn((2, 8, 3), gen, torch.float32)
             want, _ = reference_update(x[..., :1], state, w, None, True)
             got = up(x[..., :1], state, w, None, "silu")
             torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
-            assert causal_conv1d.last_backend() is not None, f"{name}.causal_conv1d_update is not this package's"
+            if reaches_us:
+                assert causal_conv1d.last_backend() is not None, f"{name}.causal_conv1d_update did not run our op"
         checked.append(name)
     assert checked, "no transformers model uses causal_conv1d"
