@@ -1,8 +1,9 @@
 """Host time per Python call (goal: causal_conv1d_fn on a tiny tensor under 15 us; the update at
 batch 1, dim 4096 under 20 us from the call to the result, with Mamba's state of width entries,
 and beside it vLLM's of width-1 and a ring buffer), beside the same calls with their
-arguments packed in Python instead of by libcc1d_pyargs, the C ABI call alone (the same packed
-arguments, straight to libcc1d) and the path through the torch operator.
+arguments packed in Python instead of by libcc1d_pyargs, through upstream's other entry points
+(cpp_functions, causal_conv1d_cuda), the C ABI call alone (the same packed arguments, straight to
+libcc1d) and the path through the torch operator.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda] [--quick]
@@ -20,7 +21,9 @@ import time
 
 import torch
 
+import causal_conv1d_cuda
 from causal_conv1d import _lib, _op_fwd, _pack, _op_update, causal_conv1d_fn, causal_conv1d_update
+from causal_conv1d.cpp_functions import causal_conv1d_fwd_function
 
 
 BATCHES = 300  # batches of 50 calls per figure; --quick sets 10
@@ -76,6 +79,10 @@ def main():
         lambda: causal_conv1d_fn(x, w, b, activation="silu", backend=backend))))
     rows.append(("  the same, arguments packed in Python (_pack.pack_python)", python_packer(
         lambda: causal_conv1d_fn(x, w, b, activation="silu", backend=backend))))
+    rows.append(("  the same through cpp_functions.causal_conv1d_fwd_function (mamba_ssm's path)", per_call_us(
+        lambda: causal_conv1d_fwd_function(x, w, b, None, None, None, True, backend=backend))))
+    rows.append(("  the same into out, causal_conv1d_cuda.causal_conv1d_fwd (upstream 1.5.1-1.6's form)", per_call_us(
+        lambda: causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True, backend=backend))))
     rows.append(("  the same through torch.ops.causal_conv1d.fwd", per_call_us(
         lambda: torch.ops.causal_conv1d.fwd(x, w, b, None, None, False, True, backend))))
     fargs = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out), activation=_lib.ACT_SILU,

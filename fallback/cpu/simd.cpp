@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 
-#if defined(__aarch64__) && defined(CC1D_HAVE_NEON_BF16)
+#ifdef CC1D_HAVE_NEON_BF16  // aarch64 only (CMakeLists.txt)
 #include <sys/auxv.h>
 #ifndef HWCAP2_BF16
 #define HWCAP2_BF16 (1 << 14)  // Linux's arch/arm64 hwcap, for C libraries older than it
@@ -43,7 +43,7 @@ const SimdKernels* simd_build(const char* name) {
     return avx512 && __builtin_cpu_supports("avx512bf16") ? cc1d_simd_avx512bf16() : nullptr;
 #endif
 #endif
-#if defined(__aarch64__) && defined(CC1D_HAVE_NEON_BF16)
+#ifdef CC1D_HAVE_NEON_BF16
   if (!std::strcmp(name, "neon_bf16")) return getauxval(AT_HWCAP2) & HWCAP2_BF16 ? cc1d_simd_neon_bf16() : nullptr;
 #endif
   return nullptr;

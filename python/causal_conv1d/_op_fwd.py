@@ -54,10 +54,19 @@ TABLE = Table(
 )
 
 
+# With the `out` of upstream's 1.5.1-1.6 raw form (causal_conv1d_cuda.causal_conv1d_fwd).
+TABLE_OUT = Table(args=TABLE.args + (Arg("out", ("batch", "dim", "seqlen"), "x", written=True),),
+                  limits=TABLE.limits)
+
+
 def check_args(x, weight, bias=None, seq_idx=None, initial_states=None, final_states_out=None, *,
-               fn: str = "causal_conv1d_fn", float_dtypes=FLOAT_DTYPES) -> None:
-    check(TABLE, fn, dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states,
-                          final_states_out=final_states_out), float_dtypes)
+               fn: str = "causal_conv1d_fn", float_dtypes=FLOAT_DTYPES, out=None) -> None:
+    tensors = dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states,
+                   final_states_out=final_states_out)
+    if out is None:
+        check(TABLE, fn, tensors, float_dtypes)
+    else:
+        check(TABLE_OUT, fn, dict(tensors, out=out), float_dtypes)
 
 
 class CFwdArgs(ctypes.Structure):
@@ -121,16 +130,17 @@ def ref_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Opti
 # ---- the op -------------------------------------------------------------------------------
 
 
+def alloc_final_states(x: Tensor, width: int) -> Tensor:
+    """(batch, dim, width-1) in x's dtype: channel-last when x is, else contiguous."""
+    batch, dim, _ = x.shape
+    if _ops.channel_last(x):
+        return x.new_empty((batch, width - 1, dim)).transpose(1, 2)
+    return x.new_empty((batch, dim, width - 1))
+
+
 def alloc_outputs(x: Tensor, width: int, return_final_states: bool) -> Tuple[Tensor, Tensor]:
     out = torch.empty_like(x)  # preserve_format: x's layout when dense, else a dense one in x's order
-    batch, dim, _ = x.shape
-    if not return_final_states:
-        fs = x.new_empty((0,))
-    elif _ops.channel_last(x):
-        fs = x.new_empty((batch, width - 1, dim)).transpose(1, 2)
-    else:
-        fs = x.new_empty((batch, dim, width - 1))
-    return out, fs
+    return out, alloc_final_states(x, width) if return_final_states else x.new_empty((0,))
 
 
 _ARGS = _pack.packer(CFwdArgs)
@@ -156,23 +166,27 @@ def _op_call(x, weight, bias, seq_idx, initial_states, silu: bool, out, final) -
                      final_states=final))
 
 
-def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool, backend: str):
+def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool, backend: str,
+         out: Optional[Tensor] = None, final_states: Optional[Tensor] = None):
     """An eager call that a libcc1d backend serves where the tensors are (_dispatch.route):
-    allocate, pack, call, with libcc1d's validation the only one. Returns (out, final_states or
-    None), or None when the call takes the full path instead: cc1d_torch defines the op, another
-    backend or a fallback to announce, or arguments libcc1d refused (nothing written; the full path's validation words
-    the error)."""
+    allocate, pack, call, with libcc1d's validation the only one. `out` and `final_states`: the
+    caller's tensors to write (upstream's forms that take them; any strides), else allocated
+    here. Returns (out, final_states or None), or None when the call takes the full path
+    instead: cc1d_torch defines the op, another backend or a fallback to announce, or arguments
+    libcc1d refused (nothing written; the full path's validation words the error)."""
     try:
         r = _dispatch.route("fwd", x, backend) if _ops.MODES["fwd"] != "cc1d_torch" else None
         if r is None:
             return None
         like = None
-        if return_final_states:
-            out, fs = alloc_outputs(x, weight.shape[1], True)
-        else:  # the op's empty final_states is for its schema: not made here
-            out, fs = torch.empty_like(x), None
+        if out is None:
+            out = torch.empty_like(x)
             like = _OUT_LIKE_X if x.is_contiguous() else None
-        _ops.poison(out, fs)
+            _ops.poison(out)
+        fs = final_states
+        if fs is None and return_final_states:
+            fs = alloc_final_states(x, weight.shape[1])
+            _ops.poison(fs)
         status = _ARGS.call(_ENTRY, (x, weight, bias, seq_idx, initial_states, out, fs),
                             (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)), like)
     except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a bad rank, a dtype)
@@ -181,6 +195,29 @@ def fast(x, weight, bias, seq_idx, initial_states, return_final_states: bool, si
                                   lambda: _op_call(x, weight, bias, seq_idx, initial_states, silu, out, fs), backend):
         return None
     return out, fs
+
+
+def call(x, weight, bias, seq_idx, initial_states, want_final_states: bool, silu: bool, backend: str, *, fn: str,
+         out: Optional[Tensor] = None, final_states_out: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
+    """The forward of every public entry point (causal_conv1d_fn, upstream's cpp_functions and raw
+    forms): the eager fast path where it serves, else validation (errors name `fn`) and the torch
+    operator. `out` and `final_states_out` (used only when want_final_states), when given, are
+    written and returned: directly on the fast path, by a copy of the operator's results
+    otherwise. Returns (out, final_states or None)."""
+    fs_out = final_states_out if want_final_states else None
+    if _dispatch.eager_ok(x, weight, bias, seq_idx, initial_states, out, fs_out):
+        res = fast(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend, out, fs_out)
+        if res is not None:
+            return res
+    check_args(x, weight, bias, seq_idx, initial_states, fs_out, fn=fn, out=out)
+    res, fs = fwd(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend)
+    if out is not None:
+        out.copy_(res)
+        res = out
+    if fs_out is not None:
+        fs_out.copy_(fs)
+        fs = fs_out
+    return res, fs if want_final_states else None
 
 
 def fwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], seq_idx: Optional[Tensor],

@@ -50,12 +50,24 @@ TABLE = Table(
 )
 
 
+# With the `out` of upstream's 1.5.1-1.6 raw form (causal_conv1d_cuda.causal_conv1d_update).
+TABLE_OUT = Table(args=TABLE.args + (Arg("out", ("batch", "dim", "seqlen"), "x", min_rank=2, written=True),),
+                  limits=TABLE.limits)
+
+
+def check_out_shape(x, out, fn: str) -> None:
+    if out is not None and isinstance(out, Tensor) and isinstance(x, Tensor) and out.shape != x.shape:
+        raise ValueError(f"{fn}: argument 'out' must have x's shape {tuple(x.shape)}; got {tuple(out.shape)}")
+
+
 def check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, *, fn: str,
-               float_dtypes=FLOAT_DTYPES) -> None:
+               float_dtypes=FLOAT_DTYPES, out=None) -> None:
     """Validates every argument, as libcc1d's table does, plus what only Python can see."""
     tensors = dict(x=x, conv_state=conv_state, weight=weight, bias=bias, cache_seqlens=cache_seqlens,
                    conv_state_indices=conv_state_indices)
-    sym = check(TABLE, fn, tensors, float_dtypes)
+    sym = check(TABLE if out is None else TABLE_OUT, fn, tensors if out is None else dict(tensors, out=out),
+                float_dtypes)
+    check_out_shape(x, out, fn)
     if conv_state_indices is None and sym["pool"] != sym["batch"]:
         raise ValueError(f"{fn}: argument 'conv_state' has {sym['pool']} rows but x has batch {sym['batch']}; "
                          f"without conv_state_indices they must be equal")
@@ -170,23 +182,46 @@ def _op_call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, sil
                      conv_state_indices=conv_state_indices, out=out))
 
 
-def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str):
+def fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str,
+         out: Optional[Tensor] = None):
     """An eager call that a libcc1d backend serves where the tensors are: as _op_fwd.fast (out,
-    or None for the full path). CUDA calls under CAUSAL_CONV1D_CHECK_INDICES take the full path."""
+    the caller's or allocated here, or None for the full path). CUDA calls under
+    CAUSAL_CONV1D_CHECK_INDICES take the full path."""
     try:
         r = _dispatch.route("update", x, backend) if _ops.MODES["update"] != "cc1d_torch" else None
         if r is None or index_check_wanted(x, "causal_conv1d_update"):
             return None
-        out = torch.empty_like(x)
-        _ops.poison(out)
+        like = None
+        if out is None:
+            out = torch.empty_like(x)
+            like = _OUT_LIKE_X if x.is_contiguous() else None
+            _ops.poison(out)
         status = _ARGS.call(_ENTRY, (x, conv_state, weight, bias, cache_seqlens, conv_state_indices, out),
-                            (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)),
-                            _OUT_LIKE_X if x.is_contiguous() else None)
+                            (_lib.ACT_SILU if silu else _lib.ACT_NONE, r.backend_id, _dispatch.stream_of(x)), like)
     except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a dtype, a device)
         return None
     if not _dispatch.after_direct(r, _ENTRY, status, lambda: _op_call(
             x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, out), backend):
         return None
+    return out
+
+
+def call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu: bool, backend: str, *, fn: str,
+         out: Optional[Tensor] = None) -> Tensor:
+    """The update of every public entry point (causal_conv1d_update, upstream's cpp_functions and
+    raw forms): the eager fast path where it serves, else validation (errors name `fn`) and the
+    torch operator. `out`, when given, is written (directly on the fast path, by a copy of the
+    operator's result otherwise) and returned."""
+    check_out_shape(x, out, fn)
+    if _dispatch.eager_ok(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, out):
+        res = fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend, out)
+        if res is not None:
+            return res
+    check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, fn=fn, out=out)
+    res = update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend)
+    if out is None:
+        return res
+    out.copy_(res)
     return out
 
 
@@ -230,12 +265,7 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
     silu = check_activation(activation, fn)
     if backend is not None:
         backend = _dispatch.check_backend_name(backend, f"{fn}: argument 'backend'")
-    if _dispatch.eager_ok(x, conv_state, weight, bias, cache_seqlens, conv_state_indices):
-        out = fast(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend or "")
-        if out is not None:
-            return out
-    check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, fn=fn)
-    return update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend or "")
+    return call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu, backend or "", fn=fn)
 
 
 def causal_conv1d_update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,

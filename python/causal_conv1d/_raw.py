@@ -33,8 +33,9 @@ return, with dx written in place when given. In old forms dx, dbias and dinitial
 None where upstream returned an undefined tensor. Arguments may also be given by these names
 as keywords; `backend=` (keyword only) picks a backend as for causal_conv1d_fn.
 
-The 1.5.1-1.6 forward writes `out` with a copy of the op's result (one extra pass over out); every
-call goes through the torch ops causal_conv1d::fwd, ::bwd, ::update, so torch.compile and CUDA
+The 1.5.1-1.6 forward and update write `out` directly when a libcc1d backend serves an eager
+call (as causal_conv1d_fn's fast path); otherwise, as every backward, they go through the torch
+ops causal_conv1d::fwd, ::bwd, ::update and copy into the given tensors, so torch.compile and CUDA
 graphs see in-place copies they understand.
 """
 
@@ -122,12 +123,8 @@ def bind(fn: str, forms: dict, args: tuple, kwargs: dict) -> tuple:
     return form, got
 
 
-# Written outputs of the 1.5.1-1.6 forms, checked beside the op's own arguments (shape, dtype, device,
-# no overlap with an input or with themselves).
-FWD_OUT = Table(args=_op_fwd.TABLE.args + (Arg("out", ("batch", "dim", "seqlen"), "x", written=True),),
-                limits=_op_fwd.TABLE.limits)
-UPDATE_OUT = Table(args=_op_update.TABLE.args + (Arg("out", ("batch", "dim", "seqlen"), "x", min_rank=2,
-                                                     written=True),), limits=_op_update.TABLE.limits)
+# The backward's written outputs in its 1.5.1-1.6 form (the forward's and the update's: their
+# TABLE_OUT), checked beside the op's own arguments (shape, dtype, device, no overlap).
 BWD_OUT = Table(args=_op_bwd.TABLE.args + (
     Arg("dweight", ("dim", "width"), "float", written=True),
     Arg("dbias", ("dim",), "dweight", optional=True, written=True),
@@ -140,19 +137,9 @@ def causal_conv1d_fwd(*args, backend: Optional[str] = None, **kwargs):
     form, a = bind(fn, FWD_FORMS, args, kwargs)
     x, weight, bias = a["x"], a["weight"], a["bias"]
     seq_idx, init, fs_out, out = a.get("seq_idx"), a.get("initial_states"), a.get("final_states_out"), a.get("out")
-    tensors = dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=init, final_states_out=fs_out)
-    if out is not None:
-        check(FWD_OUT, fn, dict(tensors, out=out))
-    else:
-        _op_fwd.check_args(**tensors, fn=fn)
-    res, fs = _op_fwd.fwd(x, weight, bias, seq_idx, init, fs_out is not None, a["silu_activation"],
-                          backend_arg(backend, fn))
-    if fs_out is not None:
-        fs_out.copy_(fs)
-    if out is None:
-        return res
-    out.copy_(res)
-    return None
+    res, _ = _op_fwd.call(x, weight, bias, seq_idx, init, fs_out is not None, a["silu_activation"],
+                          backend_arg(backend, fn), fn=fn, out=out, final_states_out=fs_out)
+    return None if out is not None else res
 
 
 def causal_conv1d_update(*args, backend: Optional[str] = None, **kwargs):
@@ -160,17 +147,9 @@ def causal_conv1d_update(*args, backend: Optional[str] = None, **kwargs):
     form, a = bind(fn, UPDATE_FORMS, args, kwargs)
     x, state, weight, bias, out = a["x"], a["conv_state"], a["weight"], a["bias"], a.get("out")
     cs, idx = a.get("cache_seqlens"), a.get("conv_state_indices")
-    _op_update.check_args(x, state, weight, bias, cs, idx, fn=fn)
-    if out is not None:
-        check(UPDATE_OUT, fn, dict(x=x, conv_state=state, weight=weight, bias=bias, cache_seqlens=cs,
-                                   conv_state_indices=idx, out=out))
-        if out.shape != x.shape:
-            raise ValueError(f"{fn}: argument 'out' must have x's shape {tuple(x.shape)}; got {tuple(out.shape)}")
-    res = _op_update.update(x, state, weight, bias, cs, idx, a["silu_activation"], backend_arg(backend, fn))
-    if out is None:
-        return res
-    out.copy_(res)
-    return None
+    res = _op_update.call(x, state, weight, bias, cs, idx, a["silu_activation"], backend_arg(backend, fn), fn=fn,
+                          out=out)
+    return None if out is not None else res
 
 
 def causal_conv1d_bwd(*args, backend: Optional[str] = None, **kwargs):

@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from . import _dispatch, _op_fwd
+from . import _op_fwd
 from ._op_update import causal_conv1d_update, causal_conv1d_update_ref
 from ._dispatch import check_backend_name
 from ._validate import FLOAT_DTYPES, check_activation
@@ -65,20 +65,9 @@ def causal_conv1d_fn(
     return_final_states = bool(return_final_states)
     if backend is not None:
         backend = check_backend_name(backend, "causal_conv1d_fn: argument 'backend'")
-    res = None
-    if final_states_out is None and _dispatch.eager_ok(x, weight, bias, seq_idx, initial_states):
-        res = _op_fwd.fast(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend or "")
-    if res is None:
-        _op_fwd.check_args(x, weight, bias, seq_idx, initial_states,
-                           final_states_out if return_final_states else None)
-        res = _op_fwd.fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend or "")
-    out, fs = res
-    if not return_final_states:
-        return out
-    if final_states_out is not None:
-        final_states_out.copy_(fs)
-        fs = final_states_out
-    return out, fs
+    out, fs = _op_fwd.call(x, weight, bias, seq_idx, initial_states, return_final_states, silu, backend or "",
+                           fn="causal_conv1d_fn", final_states_out=final_states_out)
+    return (out, fs) if return_final_states else out
 
 
 def causal_conv1d_ref(

@@ -1,7 +1,8 @@
 """Upstream's `causal_conv1d.cpp_functions` (causal-conv1d 1.6.1): the functions mamba_ssm's
 mamba_inner_fn and Mamba-2's fused path import, with upstream's argument order and semantics,
 served by this package's torch ops (causal_conv1d::fwd, ::bwd, ::update: custom ops with
-fake and autograd implementations, so torch.compile(fullgraph=True) traces them).
+fake and autograd implementations, so torch.compile(fullgraph=True) traces them); a plain eager
+forward or update goes straight to libcc1d, as causal_conv1d_fn does (_op_fwd.call).
 
     causal_conv1d_fwd_function(x, weight, bias, seq_idx, initial_states, final_states_out,
                                silu_activation) -> out
@@ -46,12 +47,9 @@ def causal_conv1d_fwd_function(x, weight, bias, seq_idx, initial_states, final_s
     final_states_out (batch, dim, width-1), when given, receives the last width-1 inputs."""
     fn = "causal_conv1d_fwd_function"
     silu = flag(silu_activation, fn, "silu_activation")
-    _op_fwd.check_args(x, weight, bias, seq_idx, initial_states, final_states_out, fn=fn)
     want_fs = final_states_out is not None
-    out, fs = _op_fwd.fwd(x, weight, bias, seq_idx, initial_states, want_fs, silu, backend_arg(backend, fn))
-    if want_fs:
-        final_states_out.copy_(fs)
-    return out
+    return _op_fwd.call(x, weight, bias, seq_idx, initial_states, want_fs, silu, backend_arg(backend, fn), fn=fn,
+                        final_states_out=final_states_out)[0]
 
 
 def causal_conv1d_bwd_function(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
@@ -72,6 +70,5 @@ def causal_conv1d_update_function(x, conv_state, weight, bias, silu_activation, 
     ((batch, dim, seqlen), or (batch, dim)); conv_state is updated in place."""
     fn = "causal_conv1d_update_function"
     silu = flag(silu_activation, fn, "silu_activation")
-    _op_update.check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, fn=fn)
-    return _op_update.update(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu,
-                             backend_arg(backend, fn))
+    return _op_update.call(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, silu,
+                           backend_arg(backend, fn), fn=fn)

@@ -112,7 +112,7 @@ def test_plain_eager_calls_go_straight_to_libcc1d(gen, dtype, no_full_path):
 
 
 def test_the_full_path_serves_what_the_route_cannot(gen, monkeypatch, lib, fresh_dispatch, python_dispatch):
-    """Another backend, an output argument, autograd: each through _dispatch.run, as before."""
+    """Another backend, autograd: each through _dispatch.run, as before."""
     runs = []
     real = _dispatch.run
     monkeypatch.setattr(_dispatch, "run", lambda call, *a, **k: runs.append(call.op) or real(call, *a, **k))
@@ -121,26 +121,82 @@ def test_the_full_path_serves_what_the_route_cannot(gen, monkeypatch, lib, fresh
     assert runs == []
     causal_conv1d_fn(x, w, b, backend="aten")
     assert runs == ["fwd"] and last_backend().backend == "aten"
-    fs = torch.empty(2, 16, 3)
-    causal_conv1d_fn(x, w, b, return_final_states=True, final_states_out=fs)
     causal_conv1d_fn(x, w.clone().requires_grad_(True), b)
-    assert runs == ["fwd"] * 3
+    assert runs == ["fwd"] * 2
 
 
-def test_arguments_libcc1d_refuses_get_the_python_wording(gen, lib, fresh_dispatch):
-    """The route leaves validation to libcc1d; a refused call is validated again in Python, so
-    the error is the same as on every other backend."""
+def _nan(shape, dtype, layout="cf"):
+    """A poisoned output buffer, channel-last (a transposed view) when asked."""
+    if layout == "cl":
+        return torch.full((shape[0], shape[2], shape[1]), float("nan"), dtype=dtype).transpose(1, 2)
+    return torch.full(shape, float("nan"), dtype=dtype)
+
+
+@pytest.mark.parametrize("layout", ["cf", "cl"])
+def test_upstreams_entry_points_write_the_callers_buffers_directly(gen, layout, no_full_path):
+    """cpp_functions (mamba_ssm's path) and causal_conv1d_cuda's forms take the direct route too;
+    the forms with out / final_states_out write those tensors, whatever their strides, with no
+    copy of a result allocated elsewhere."""
+    import causal_conv1d_cuda
+    from causal_conv1d.cpp_functions import causal_conv1d_fwd_function, causal_conv1d_update_function
+
+    dtype = torch.bfloat16
+    x = make_x(2, 24, 37, dtype, layout, gen)
+    w = randn((24, 4), gen, dtype)
+    b = randn((24,), gen, dtype)
+    init = make_states(2, 24, 4, dtype, layout, gen)
+    want_fs = reference_final_states(x, 4, init)
+
+    fs = _nan((2, 24, 3), dtype, "cl" if layout == "cf" else "cf")  # the other layout than x's
+    out = causal_conv1d_fwd_function(x, w, b, None, init, fs, True)
+    assert_matches(out, x, w, b, None, init, silu=True)
+    assert torch.equal(fs, want_fs)
+
+    out, fs = _nan(x.shape, dtype, layout), _nan((2, 24, 3), dtype)
+    ptr = out.data_ptr()
+    assert causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, init, out, fs, True) is None
+    assert out.data_ptr() == ptr
+    assert_matches(out, x, w, b, None, init, silu=True)
+    assert torch.equal(fs, want_fs)
+    assert last_backend().backend == "cpu" and last_backend().op == "fwd"
+
+    for with_out in (False, True):
+        state = randn((2, 24, 4), gen, dtype)
+        xu = x[..., 5]
+        want_out, want_state = reference_update(xu, state, w, b, True, None, None)
+        if with_out:
+            got = _nan((2, 24), dtype)
+            assert causal_conv1d_cuda.causal_conv1d_update(xu, state, w, b, got, True, None, None) is None
+        else:
+            got = causal_conv1d_update_function(xu, state, w, b, True, None, None)
+        assert torch.allclose(got.double(), want_out, rtol=TOL[dtype], atol=TOL[dtype])
+        assert torch.equal(state.double(), want_state)
+        assert last_backend().backend == "cpu" and last_backend().op == "update"
+
+
+def test_a_bad_out_reads_the_same_on_both_paths(gen, lib, fresh_dispatch):
+    """An out the direct route is given and libcc1d refuses (or Python refuses first) raises the
+    error of the full path (backend="aten" never takes the route), names the argument, and
+    leaves the buffers as they were."""
+    import causal_conv1d_cuda
+
+    def error(call, backend):
+        with pytest.raises((ValueError, TypeError)) as e:
+            call(backend)
+        return str(e.value)
+
     x, w, b = _inputs(gen)
-    bad = [dict(weight=w[:, None]), dict(weight=w[:8]), dict(bias=b.double()), dict(x=x.to(torch.int32)),
-           dict(seq_idx=torch.zeros(2, 40, dtype=torch.int64)), dict(initial_states=torch.randn(2, 16, 2))]
-    for change in bad:
-        args = dict(x=x, weight=w, bias=b, seq_idx=None, initial_states=None)
-        args.update(change)
-        with pytest.raises((ValueError, TypeError)) as via_route:
-            causal_conv1d_fn(**args)
-        with pytest.raises(type(via_route.value)) as python:
-            _op_fwd.check_args(**args)
-        assert str(via_route.value) == str(python.value)
-    state = torch.randn(3, 16, 4)
-    with pytest.raises(ValueError, match="conv_state' has 3 rows but x has batch 2"):
-        causal_conv1d_update(x[..., 0], state, w, b)
+    for out in (torch.randn(2, 16, 39), torch.randn(2, 16, 40, dtype=torch.float64), x):
+        before = out.clone()
+        errors = {error(lambda be: causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True,
+                                                                        backend=be), be) for be in ("cpu", "aten")}
+        assert len(errors) == 1 and "argument 'out'" in errors.pop()
+        assert torch.equal(out, before)
+    state = torch.randn(2, 16, 4, generator=gen)
+    kept = state.clone()
+    for out in (torch.randn(2, 16, 1), torch.randn(2, 16, dtype=torch.float64)):
+        errors = {error(lambda be: causal_conv1d_cuda.causal_conv1d_update(x[..., 0], state, w, b, out, True, None,
+                                                                           None, backend=be), be)
+                  for be in ("cpu", "aten")}
+        assert len(errors) == 1 and "argument 'out'" in errors.pop()
+    assert torch.equal(state, kept)
