@@ -3,7 +3,8 @@ batch 1, dim 4096 under 20 us from the call to the result, with Mamba's state of
 and beside it vLLM's of width-1 and a ring buffer), beside the same calls with their
 arguments packed in Python instead of by libcc1d_pyargs, through upstream's other entry points
 (cpp_functions, causal_conv1d_cuda), the C ABI call alone (the same packed arguments, straight to
-libcc1d) and the path through the torch operator.
+libcc1d) and the path through the torch operator; and a training step's calls (the forward with
+gradients and its backward, beside torch's own cost of one autograd node).
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda] [--quick]
@@ -23,7 +24,7 @@ import torch
 
 import causal_conv1d_cuda
 from causal_conv1d import _lib, _op_fwd, _pack, _op_update, causal_conv1d_fn, causal_conv1d_update
-from causal_conv1d.cpp_functions import causal_conv1d_fwd_function
+from causal_conv1d.cpp_functions import causal_conv1d_bwd_function, causal_conv1d_fwd_function
 
 
 BATCHES = 300  # batches of 50 calls per figure; --quick sets 10
@@ -90,6 +91,30 @@ def main():
                            stream=torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None)
     rows.append(("  C ABI call alone (cc1d_causal_conv1d_fwd via ctypes)", per_call_us(
         lambda: lib.call("cc1d_causal_conv1d_fwd", fargs))))
+
+    # training: the forward with gradients and its backward (autograd), and mamba_inner_fn's backward
+    xg, wg, bg = (t.clone().requires_grad_(True) for t in (x, w, b))
+    dout = torch.randn_like(x)
+
+    def train_step():
+        causal_conv1d_fn(xg, wg, bg, activation="silu", backend=backend).backward(dout)
+        sync()
+
+    class Floor(torch.autograd.Function):  # torch's own cost of one autograd node, both ways
+        @staticmethod
+        def forward(ctx, x, w, b):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, torch.zeros_like(w), torch.zeros_like(b)
+
+    rows.append(("causal_conv1d_fn with gradients, forward and backward, (1, 8, 16) fp32", per_call_us(train_step)))
+    rows.append(("  yardstick: an autograd.Function doing x * 1.0, forward and backward", per_call_us(
+        lambda: (Floor.apply(xg, wg, bg).backward(dout), sync()))))
+    rows.append(("  cpp_functions.causal_conv1d_bwd_function alone (mamba_inner_fn's backward)", per_call_us(
+        lambda: (causal_conv1d_bwd_function(x, w, b, dout, None, None, None, None, False, True, backend=backend),
+                 sync()))))
 
     # update: batch 1, dim 4096, bf16, width 4, state_len 4, silu; to the result (synchronised)
     xu = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16)

@@ -125,16 +125,17 @@ _EAGER_PROBES = None not in (_is_compiling, _dispatch_modes, _function_modes, _f
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def eager_ok(*tensors) -> bool:
+def eager_ok(*tensors, autograd: bool = False) -> bool:
     """Whether an op may call its implementation directly instead of through its torch operator:
     plain tensors, nothing for autograd to record, no torch.compile/jit tracing, no dispatch or
     function mode, no functorch transform. Then torch.ops would run the very same
-    implementation, only some tens of microseconds later; anything else goes through it."""
+    implementation, only some tens of microseconds later; anything else goes through it.
+    autograd=True allows tensors that require grad: the caller records autograd itself."""
     if not _EAGER_PROBES or _is_compiling() or torch.jit.is_tracing() or _dispatch_modes() or _function_modes():
         return False
     if _functorch_level() is not None:
         return False
-    grad = torch.is_grad_enabled()
+    grad = not autograd and torch.is_grad_enabled()
     for t in tensors:
         if t is not None and (type(t) not in _PLAIN or (grad and t.requires_grad)):
             return False

@@ -119,29 +119,57 @@ def ref_backward(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, 
 # ---- the op ---------------------------------------------------------------------------------
 
 
+def _alloc(x: Tensor, weight: Tensor, wants: tuple) -> tuple:
+    """(dx, dweight, dbias, dinitial_states), None where not wanted."""
+    dim, width = weight.shape
+    return (torch.empty_like(x) if wants[0] else None,
+            torch.empty_like(weight, memory_format=torch.contiguous_format) if wants[1] else None,
+            weight.new_empty((dim,)) if wants[2] else None,
+            _op_fwd.alloc_final_states(x, width) if wants[3] else None)
+
+
 def alloc_grads(x: Tensor, weight: Tensor, dx_out: Optional[Tensor], wants: tuple) -> tuple:
-    """(dx, dweight, dbias, dinitial_states) as the op returns them: empty (0,) when not wanted."""
-    batch, dim, _ = x.shape
-    width = weight.shape[1]
-    dx = torch.empty_like(x) if wants[0] and dx_out is None else x.new_empty((0,))
-    dw = torch.empty_like(weight, memory_format=torch.contiguous_format) if wants[1] else weight.new_empty((0,))
-    db = weight.new_empty((dim,)) if wants[2] else weight.new_empty((0,))
-    if not wants[3]:
-        di = x.new_empty((0,))
-    elif _ops.channel_last(x):
-        di = x.new_empty((batch, width - 1, dim)).transpose(1, 2)
-    else:
-        di = x.new_empty((batch, dim, width - 1))
-    return dx, dw, db, di
+    """(dx, dweight, dbias, dinitial_states) as the op returns them: empty (0,) when not wanted,
+    and dx when it is written into dx_out."""
+    grads = _alloc(x, weight, (wants[0] and dx_out is None, *wants[1:]))
+    return tuple(g if g is not None else (x if i in (0, 3) else weight).new_empty((0,)) for i, g in enumerate(grads))
 
 
-def _workspace(t: dict, args) -> Optional[Tensor]:
-    """The fp32 scratch the GPU kernels need for dweight/dbias (libcc1d allocates no device
-    memory): asked of libcc1d, allocated by torch's caching allocator."""
-    if t["x"].device.type != "cuda" or (t["dweight"] is None and t["dbias"] is None):
-        return None
+def _workspace(x: Tensor, args) -> Tensor:
+    """The fp32 scratch the GPU kernels need for dweight/dbias on CUDA tensors (libcc1d
+    allocates no device memory): its size asked of libcc1d with the packed `args`, allocated by
+    torch's caching allocator."""
     n = _lib.library().query("cc1d_causal_conv1d_bwd_workspace", args)
-    return torch.empty(n, dtype=torch.float32, device=t["x"].device)
+    return torch.empty(n, dtype=torch.float32, device=x.device)
+
+
+_ARGS = _pack.packer(CBwdArgs)
+_ENTRY = "cc1d_causal_conv1d_bwd"
+_NAMES = ("dx", "dweight", "dbias", "dinitial_states")
+
+
+def _op_call(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, silu, wants, deterministic,
+             targets) -> _dispatch.OpCall:
+    """The call for _dispatch.run: targets are the gradients to write, None where not wanted."""
+    scalars = dict(activation=_lib.ACT_SILU if silu else _lib.ACT_NONE, deterministic=int(bool(deterministic)))
+
+    def run_lib(t, backend_id, stream):
+        args = _pack.fill_args(CBwdArgs, t, backend=backend_id, stream=stream, **scalars)
+        if t["x"].is_cuda and (t["dweight"] is not None or t["dbias"] is not None):
+            args = _pack.fill_args(CBwdArgs, dict(t, workspace=_workspace(t["x"], args)), backend=backend_id,
+                                   stream=stream, **scalars)
+        _lib.library().call(_ENTRY, args)
+
+    def run_aten():
+        for target, g in zip(targets, ref_backward(x, weight, bias, dout, seq_idx, initial_states, dfinal_states,
+                                                   silu, wants)):
+            if target is not None:
+                target.copy_(g)
+
+    return _dispatch.OpCall(
+        op="bwd", device=x.device, written=_NAMES, run_lib=run_lib, run_aten=run_aten,
+        tensors=dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states, dout=dout,
+                     dfinal_states=dfinal_states, **dict(zip(_NAMES, targets))))
 
 
 def bwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], dout: Tensor, seq_idx: Optional[Tensor],
@@ -151,32 +179,44 @@ def bwd_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], dout: Tensor, se
     """Allocates the gradients, then lets the selected backend write them."""
     wants = (want_dx, want_dweight, want_dbias, want_dinitial_states)
     dx, dw, db, di = alloc_grads(x, weight, dx_out, wants)
-    dx_target = (dx_out if dx_out is not None else dx) if want_dx else None
-    targets = (dx_target, dw if want_dweight else None, db if want_dbias else None,
-               di if want_dinitial_states else None)
+    targets = _targets(dx_out if dx_out is not None else dx, dw, db, di, wants)
     _ops.poison(*targets)
-    scalars = dict(activation=_lib.ACT_SILU if silu else _lib.ACT_NONE, deterministic=int(bool(deterministic)))
-
-    def run_lib(t, backend_id, stream):
-        args = _pack.fill_args(CBwdArgs, t, backend=backend_id, stream=stream, **scalars)
-        ws = _workspace(t, args)
-        if ws is not None:
-            args = _pack.fill_args(CBwdArgs, dict(t, workspace=ws), backend=backend_id, stream=stream, **scalars)
-        _lib.library().call("cc1d_causal_conv1d_bwd", args)
-
-    def run_aten():
-        for target, g in zip(targets, ref_backward(x, weight, bias, dout, seq_idx, initial_states, dfinal_states,
-                                                   silu, wants)):
-            if target is not None:
-                target.copy_(g)
-
-    names = ("dx", "dweight", "dbias", "dinitial_states")
-    call = _dispatch.OpCall(
-        op="bwd", device=x.device, written=names, run_lib=run_lib, run_aten=run_aten,
-        tensors=dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states, dout=dout,
-                     dfinal_states=dfinal_states, **dict(zip(names, targets))))
-    _dispatch.run(call, backend or None)
+    _dispatch.run(_op_call(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, silu, wants, deterministic,
+                           targets), backend or None)
     return dx, dw, db, di
+
+
+def _targets(dx, dw, db, di, wants) -> tuple:
+    return tuple(g if w else None for g, w in zip((dx, dw, db, di), wants))
+
+
+def fast(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out, silu: bool, wants: tuple,
+         deterministic: bool, backend: str):
+    """An eager call that a libcc1d backend serves where the tensors are, as _op_fwd.fast: the
+    wanted gradients, allocated here (dx: dx_out when given), written by one call into libcc1d
+    (two on CUDA with dweight or dbias: the workspace's size first). Returns (dx, dweight, dbias,
+    dinitial_states), None where not wanted, or None for the full path."""
+    try:
+        r = _dispatch.route("bwd", x, backend) if _ops.MODES["bwd"] != "cc1d_torch" else None
+        if r is None:
+            return None
+        targets = _alloc(x, weight, (wants[0] and dx_out is None, *wants[1:]))
+        if wants[0] and dx_out is not None:
+            targets = (dx_out, *targets[1:])
+        _ops.poison(*targets)
+        tensors = (x, weight, bias, seq_idx, initial_states, dout, dfinal_states, *targets, None)
+        scalars = (_lib.ACT_SILU if silu else _lib.ACT_NONE, int(bool(deterministic)), r.backend_id,
+                   _dispatch.stream_of(x))
+        if x.is_cuda and (wants[1] or wants[2]):
+            tensors = tensors[:-1] + (_workspace(x, _ARGS.pack(tensors, scalars)),)
+        status = _ARGS.call(_ENTRY, tensors, scalars)
+    except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a bad rank, a dtype)
+        return None
+    if not _dispatch.after_direct(r, _ENTRY, status, lambda: _op_call(
+            x, weight, bias, dout, seq_idx, initial_states, dfinal_states, silu, wants, deterministic, targets),
+            backend):
+        return None
+    return targets
 
 
 SCHEMA = ("(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor? seq_idx, Tensor? initial_states, "
@@ -197,7 +237,26 @@ def deterministic_requested() -> bool:
     return torch.are_deterministic_algorithms_enabled()
 
 
-# ---- upstream's function ----------------------------------------------------------------------
+# ---- the entry points ------------------------------------------------------------------------
+
+
+def call(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out, silu: bool, wants: tuple,
+         deterministic: bool, backend: str, *, fn: Optional[str] = None) -> tuple:
+    """The backward of every entry point (upstream's functions, the forward's autograd): the eager
+    fast path where it serves, else validation (when `fn` names the caller: errors name it) and
+    the torch operator. Returns (dx, dweight, dbias, dinitial_states), None where not wanted; dx
+    is dx_out when given."""
+    if _dispatch.eager_ok(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out):
+        res = fast(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out, silu, wants,
+                   deterministic, backend)
+        if res is not None:
+            return res
+    if fn is not None:
+        check(TABLE, fn, dict(x=x, weight=weight, bias=bias, dout=dout, seq_idx=seq_idx,
+                              initial_states=initial_states, dfinal_states=dfinal_states, dx=dx_out), FLOAT_DTYPES)
+    dx, dw, db, di = bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out, silu, *wants,
+                         deterministic, backend)
+    return _targets(dx_out if dx_out is not None else dx, dw, db, di, wants)
 
 
 def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, return_dinitial_states,
@@ -209,11 +268,8 @@ def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_sta
     gradient). dbias is None without bias; dinitial_states is None unless return_dinitial_states
     (then channel-last when x is). dweight and dbias have weight's dtype. `fn` names the caller
     in errors (cpp_functions, causal_conv1d_cuda)."""
-    check(TABLE, fn, dict(x=x, weight=weight, bias=bias, dout=dout, seq_idx=seq_idx, initial_states=initial_states,
-                          dfinal_states=dfinal_states, dx=dx), FLOAT_DTYPES)
     if backend is not None:
         backend = _dispatch.check_backend_name(backend, f"{fn}: argument 'backend'")
-    want_db, want_di = bias is not None, bool(return_dinitial_states)
-    gx, gw, gb, gi = bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, bool(silu_activation),
-                         True, True, want_db, want_di, deterministic_requested(), backend or "")
-    return (gx if dx is None else dx), gw, (gb if want_db else None), (gi if want_di else None)
+    wants = (True, True, bias is not None, bool(return_dinitial_states))
+    return call(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, bool(silu_activation), wants,
+                deterministic_requested(), backend or "", fn=fn)

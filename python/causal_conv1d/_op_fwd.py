@@ -13,8 +13,9 @@ an empty (0,) tensor when return_final_states is False. `backend` is "" (no per-
 or a backend name. The op trusts its arguments: the public entry (causal_conv1d_fn) validates
 them once, with check().
 
-Backward: the op causal_conv1d::bwd (_op_bwd.py) through the same dispatch as the forward (the
-call's `backend`, use_backend(), CAUSAL_CONV1D_BACKEND, fallbacks, strict mode, last_backend()),
+Backward: the op causal_conv1d::bwd (_op_bwd.py), or in plain eager mode its direct route
+(_op_bwd.call, from _EagerAutograd), through the same dispatch as the forward (the call's
+`backend`, use_backend(), CAUSAL_CONV1D_BACKEND, fallbacks, strict mode, last_backend()),
 deterministic when torch.are_deterministic_algorithms_enabled() (libcc1d adds
 CAUSAL_CONV1D_DETERMINISTIC). Only the inputs are saved; nothing of the forward is kept.
 
@@ -205,10 +206,16 @@ def call(x, weight, bias, seq_idx, initial_states, want_final_states: bool, silu
     written and returned: directly on the fast path, by a copy of the operator's results
     otherwise. Returns (out, final_states or None)."""
     fs_out = final_states_out if want_final_states else None
-    if _dispatch.eager_ok(x, weight, bias, seq_idx, initial_states, out, fs_out):
-        res = fast(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend, out, fs_out)
-        if res is not None:
-            return res
+    if _dispatch.eager_ok(x, weight, bias, seq_idx, initial_states, out, fs_out, autograd=True):
+        if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                                for t in (x, weight, bias, initial_states))):
+            res = fast(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend, out, fs_out)
+            if res is not None:
+                return res
+        elif out is None and fs_out is None and _ops.MODES["fwd"] != "cc1d_torch":
+            res, fs = _EagerAutograd.apply(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend,
+                                           fn)
+            return res, fs if want_final_states else None
     check_args(x, weight, bias, seq_idx, initial_states, fs_out, fn=fn, out=out)
     res, fs = fwd(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend)
     if out is not None:
@@ -252,10 +259,34 @@ def _backward(ctx, grad_out, grad_final):
         return None, None, None, None, None, None, None, None
     dout = grad_out.to(x.dtype) if grad_out is not None else x.new_zeros(()).expand(x.shape)
     dfinal = grad_final.to(x.dtype) if grad_final is not None and grad_final.numel() > 0 else None
-    dx, dw, db, di = _op_bwd.bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal, None, ctx.silu, *wants,
-                                 _op_bwd.deterministic_requested(), ctx.backend)
-    return (dx if wants[0] else None, dw if wants[1] else None, db if wants[2] else None, None,
-            di if wants[3] else None, None, None, None)
+    dx, dw, db, di = _op_bwd.call(x, weight, bias, dout, seq_idx, initial_states, dfinal, None, ctx.silu, wants,
+                                  _op_bwd.deterministic_requested(), ctx.backend)
+    return dx, dw, db, None, di, None, None, None
+
+
+class _EagerAutograd(torch.autograd.Function):
+    """The operator's autograd formula (_setup_context, _backward) for plain eager calls, whose
+    forward and backward then take the direct route (fast, _op_bwd.call) instead of torch.ops'
+    dispatch and custom-op machinery: several times less host time a training step. Anything
+    torch must see (torch.compile, tracing, modes, functorch) still goes through the operator."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend, fn):
+        ctx.set_materialize_grads(False)
+        res = fast(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend)
+        if res is None:
+            check_args(x, weight, bias, seq_idx, initial_states, fn=fn)
+            out, fs = fwd_impl(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend)
+        else:
+            out, fs = res[0], res[1] if want_final_states else x.new_empty((0,))
+        if not want_final_states:
+            ctx.mark_non_differentiable(fs)
+        _setup_context(ctx, (x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend), None)
+        return out, fs
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_final):
+        return (*_backward(ctx, grad_out, grad_final), None)
 
 
 # ---- registration ----------------------------------------------------------------------------

@@ -173,8 +173,8 @@ def causal_conv1d_bwd(*args, backend: Optional[str] = None, **kwargs):
     w = weight.float() if wide else weight
     b = bias.float() if wide and bias is not None else bias
     want_db, want_di = dbias is not None, dinit is not None
-    _, gw, gb, gi = _op_bwd.bwd(x, w, b, dout, seq_idx, init, dfinal, dx, silu, True, True, want_db, want_di,
-                                _op_bwd.deterministic_requested(), backend_arg(backend, fn))
+    _, gw, gb, gi = _op_bwd.call(x, w, b, dout, seq_idx, init, dfinal, dx, silu, (True, True, want_db, want_di),
+                                 _op_bwd.deterministic_requested(), backend_arg(backend, fn))
     dweight.add_(gw)
     if want_db:
         dbias.add_(gb)

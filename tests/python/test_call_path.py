@@ -8,9 +8,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from causal_conv1d import _dispatch, _op_fwd, _op_update, _ops, causal_conv1d_fn, causal_conv1d_update, last_backend
+from causal_conv1d import _dispatch, _op_bwd, _op_fwd, _op_update, _ops, causal_conv1d_fn, causal_conv1d_update, last_backend
 from helpers import make_seq_idx, make_states, make_x, randn
-from reference import TOL, assert_matches, reference_final_states, reference_update
+from reference import TOL, assert_grad, assert_matches, reference_final_states, reference_grads, reference_update
 
 pytestmark = pytest.mark.skipif(not _ops.USE_CUSTOM_OP, reason="needs torch.library.custom_op (torch >= 2.4)")
 
@@ -64,16 +64,48 @@ def test_a_dispatch_mode_sees_the_torch_operator(gen):
     assert torch.equal(got, want)
 
 
-def test_autograd_goes_through_the_operator_and_matches(gen):
-    x, w, b = _inputs(gen, requires_grad=True)
-    out = causal_conv1d_fn(x, w, b, activation="silu", backend="cpu")
-    assert out.grad_fn is not None
-    out.sum().backward()
-    assert w.grad is not None and torch.isfinite(w.grad).all()
+def test_eager_autograd_and_the_operators_autograd_agree_bit_for_bit(gen):
+    """A plain eager call that needs gradients records _EagerAutograd (the direct route both
+    ways); the operator's registered autograd (what torch.compile and modes see) gives the same
+    bits, outputs, final states and gradients alike."""
+    x, w, b = _inputs(gen)
+    init, dout, dfinal = torch.randn(2, 16, 3, generator=gen), torch.randn(2, 16, 40, generator=gen), \
+        torch.randn(2, 16, 3, generator=gen)
+    results = []
+    for via in ("eager", "operator"):
+        leaves = [t.clone().requires_grad_(True) for t in (x, w, b, init)]
+        if via == "eager":
+            out, fs = causal_conv1d_fn(*leaves[:3], initial_states=leaves[3], return_final_states=True,
+                                       activation="silu", backend="cpu")
+            assert type(out.grad_fn).__name__ == "_EagerAutogradBackward"
+        else:
+            out, fs = torch.ops.causal_conv1d.fwd(*leaves[:3], None, leaves[3], True, True, "cpu")
+            assert type(out.grad_fn).__name__ != "_EagerAutogradBackward"
+        torch.autograd.backward((out, fs), (dout, dfinal))
+        results.append([out.detach(), fs.detach()] + [t.grad for t in leaves])
+    for a, b_ in zip(*results):
+        assert torch.equal(a, b_)
     with torch.no_grad():
-        fast = causal_conv1d_fn(x, w, b, activation="silu", backend="cpu")
-    assert fast.grad_fn is None
-    assert torch.equal(fast, out.detach())
+        plain = causal_conv1d_fn(x, w, b, initial_states=init, activation="silu", backend="cpu")
+    assert plain.grad_fn is None and torch.equal(plain, results[0][0])
+
+
+def test_eager_autograd_goes_straight_to_libcc1d_both_ways(gen, monkeypatch, no_full_path):
+    monkeypatch.setattr(_op_bwd, "check", lambda *a, **k: pytest.fail("the backward took the full path"))
+    dtype = torch.bfloat16
+    x = make_x(2, 24, 37, dtype, "cl", gen)
+    w, b = randn((24, 4), gen, torch.float32), randn((24,), gen, torch.float32)
+    init = make_states(2, 24, 4, dtype, "cf", gen)
+    dout, dfinal = randn((2, 24, 37), gen, dtype), randn((2, 24, 3), gen, dtype)
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, b, init)]
+    out, fs = causal_conv1d_fn(*leaves[:3], initial_states=leaves[3], return_final_states=True, activation="silu")
+    assert_matches(out, x, w, b, None, init, silu=True)
+    assert last_backend().backend == "cpu" and last_backend().op == "fwd"
+    torch.autograd.backward((out, fs), (dout, dfinal))
+    assert last_backend().backend == "cpu" and last_backend().op == "bwd"
+    want = reference_grads(x, w, b, None, init, True, dout, dfinal)
+    for name, leaf, g in zip(("x", "weight", "bias", "initial_states"), leaves, want):
+        assert_grad(name, leaf.grad, g, leaf.dtype)
 
 
 # ---- the direct route: libcc1d's validation only, no OpCall, no torch operator ----------------
@@ -112,17 +144,22 @@ def test_plain_eager_calls_go_straight_to_libcc1d(gen, dtype, no_full_path):
 
 
 def test_the_full_path_serves_what_the_route_cannot(gen, monkeypatch, lib, fresh_dispatch, python_dispatch):
-    """Another backend, autograd: each through _dispatch.run, as before."""
+    """Another backend (with autograd too), or a final_states_out to copy into under autograd:
+    each through _dispatch.run, as before."""
     runs = []
     real = _dispatch.run
     monkeypatch.setattr(_dispatch, "run", lambda call, *a, **k: runs.append(call.op) or real(call, *a, **k))
     x, w, b = _inputs(gen)
     causal_conv1d_fn(x, w, b)
+    causal_conv1d_fn(x, w.clone().requires_grad_(True), b).sum().backward()
     assert runs == []
     causal_conv1d_fn(x, w, b, backend="aten")
     assert runs == ["fwd"] and last_backend().backend == "aten"
-    causal_conv1d_fn(x, w.clone().requires_grad_(True), b)
-    assert runs == ["fwd"] * 2
+    causal_conv1d_fn(x, w.clone().requires_grad_(True), b, backend="aten").sum().backward()
+    assert runs == ["fwd", "fwd", "bwd"]
+    fs = torch.empty(2, 16, 3)
+    out, _ = causal_conv1d_fn(x, w.clone().requires_grad_(True), b, return_final_states=True, final_states_out=fs)
+    assert runs == ["fwd", "fwd", "bwd", "fwd"] and type(out.grad_fn).__name__ != "_EagerAutogradBackward"
 
 
 def _nan(shape, dtype, layout="cf"):
@@ -133,12 +170,13 @@ def _nan(shape, dtype, layout="cf"):
 
 
 @pytest.mark.parametrize("layout", ["cf", "cl"])
-def test_upstreams_entry_points_write_the_callers_buffers_directly(gen, layout, no_full_path):
-    """cpp_functions (mamba_ssm's path) and causal_conv1d_cuda's forms take the direct route too;
-    the forms with out / final_states_out write those tensors, whatever their strides, with no
-    copy of a result allocated elsewhere."""
+def test_upstreams_entry_points_write_the_callers_buffers_directly(gen, layout, monkeypatch, no_full_path):
+    """cpp_functions (mamba_ssm's path, backward included) and causal_conv1d_cuda's forms take the
+    direct route too; the forms with out / final_states_out write those tensors, whatever their
+    strides, with no copy of a result allocated elsewhere."""
     import causal_conv1d_cuda
-    from causal_conv1d.cpp_functions import causal_conv1d_fwd_function, causal_conv1d_update_function
+    from causal_conv1d.cpp_functions import (causal_conv1d_bwd_function, causal_conv1d_fwd_function,
+                                             causal_conv1d_update_function)
 
     dtype = torch.bfloat16
     x = make_x(2, 24, 37, dtype, layout, gen)
@@ -159,6 +197,18 @@ def test_upstreams_entry_points_write_the_callers_buffers_directly(gen, layout, 
     assert_matches(out, x, w, b, None, init, silu=True)
     assert torch.equal(fs, want_fs)
     assert last_backend().backend == "cpu" and last_backend().op == "fwd"
+
+    # mamba_inner_fn's backward: dx a chunk of a larger gradient, written in place
+    monkeypatch.setattr(_op_bwd, "check", lambda *a, **k: pytest.fail("the backward took the full path"))
+    dout = randn(tuple(x.shape), gen, dtype)
+    big = torch.full((2, 48, 37), float("nan"), dtype=dtype)
+    dx, dw, db, di = causal_conv1d_bwd_function(x, w, b, dout, None, init, None, big[:, 24:], True, True)
+    assert dx.data_ptr() == big[:, 24:].data_ptr() and torch.isnan(big[:, :24]).all()
+    want = reference_grads(x, w, b, None, init, True, dout, None)
+    for name, got, g, dt in zip(("x", "weight", "bias", "initial_states"), (dx, dw, db, di), want,
+                                (dtype, dtype, dtype, dtype)):
+        assert_grad(name, got, g, dt)
+    assert last_backend().backend == "cpu" and last_backend().op == "bwd"
 
     for with_out in (False, True):
         state = randn((2, 24, 4), gen, dtype)

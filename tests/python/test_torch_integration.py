@@ -159,15 +159,17 @@ def test_gradient_without_final_states_and_partial_requires_grad(gen):
 
 def test_no_custom_op_path_subprocess(gen):
     """CAUSAL_CONV1D_NO_CUSTOM_OP=1 exercises the torch < 2.4 path (torch.library.Library define,
-    impl, fake and Autograd kernel): forward and gradients agree with the custom-op path of this
-    process."""
+    impl, fake and Autograd kernel), called through the operator (a plain causal_conv1d_fn call
+    would record _EagerAutograd in either mode): forward and gradients agree with this process's
+    causal_conv1d_fn."""
     code = r"""
 import json, torch, causal_conv1d
 from causal_conv1d import _ops
 g = torch.Generator().manual_seed(7)
 x = torch.randn(2, 8, 25, generator=g).requires_grad_()
 w = torch.randn(8, 4, generator=g).requires_grad_()
-out, fs = causal_conv1d.causal_conv1d_fn(x, w, activation="silu", return_final_states=True)
+out, fs = torch.ops.causal_conv1d.fwd(x, w, None, None, None, True, True, "")
+assert type(out.grad_fn).__name__ != "_EagerAutogradBackward", type(out.grad_fn).__name__
 gx, gw = torch.autograd.grad(out.square().sum() + fs.sum(), (x, w))
 print(json.dumps({"custom_op": _ops.USE_CUSTOM_OP, "backend": causal_conv1d.last_backend().backend,
                   "out": out.detach().tolist(), "gx": gx.tolist(), "gw": gw.tolist()}))
