@@ -105,18 +105,26 @@ def run(args) -> int:
     print(f"check vs float64 reference: max abs error {err.max().item():.3g}, "
           f"{bad} element(s) outside {tol:g} * (|ref| + 1)")
 
-    times = []
-    for _ in range(args.runs):
-        _sync(device)
-        t0 = time.perf_counter()
-        call()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+    def median_time(fn):
+        times = []
+        for _ in range(args.runs):
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    med = median_time(call)
     nbytes = (x.numel() * x.element_size() + out.numel() * out.element_size()
               + weight.numel() * weight.element_size() + bias.numel() * bias.element_size())
     print(f"time: median {med * 1e3:.3f} ms over {args.runs} runs; throughput {nbytes / med / 1e9:.2f} GB/s "
           f"({nbytes / 1e6:.1f} MB moved per call)")
+    # The physical limit for scale: the same bytes copied into a new tensor, as the call writes a new output.
+    copy = median_time(x.clone)
+    copied = 2 * x.numel() * x.element_size()
+    print(f"for scale: a copy of x into a new tensor (the same bytes) takes {copy * 1e3:.3f} ms, "
+          f"{copied / copy / 1e9:.2f} GB/s; this call runs at {copy / med:.0%} of its speed")
     if bad:
         print("FAILED: the result does not match the reference", file=sys.stderr)
         return 1

@@ -63,6 +63,8 @@ def test_demo_small(lib):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "backend: cpu (auto" in r.stdout
     assert "0 element(s) outside" in r.stdout and "GB/s" in r.stdout and r.stdout.strip().endswith("OK")
+    scale = [line for line in r.stdout.splitlines() if line.startswith("for scale: a copy of x")]
+    assert len(scale) == 1 and "% of its speed" in scale[0], r.stdout
 
 
 @pytest.mark.slow
