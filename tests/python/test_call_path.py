@@ -250,3 +250,40 @@ def test_a_bad_out_reads_the_same_on_both_paths(gen, lib, fresh_dispatch):
                   for be in ("cpu", "aten")}
         assert len(errors) == 1 and "argument 'out'" in errors.pop()
     assert torch.equal(state, kept)
+
+
+def test_arguments_libcc1d_refuses_get_the_python_wording(gen, lib, fresh_dispatch):
+    """The route leaves validation to libcc1d; a refused call is validated again in Python, so
+    the error is the same as on every other backend: without gradients, with them (the eager
+    autograd's forward), and for the backward (cpp_functions.causal_conv1d_bwd_function)."""
+    from causal_conv1d.cpp_functions import causal_conv1d_bwd_function
+
+    x, w, b = _inputs(gen)
+    bad = [dict(weight=w[:, None]), dict(weight=w[:8]), dict(bias=b.double()), dict(x=x.to(torch.int32)),
+           dict(seq_idx=torch.zeros(2, 40, dtype=torch.int64)), dict(initial_states=torch.randn(2, 16, 2))]
+    for change in bad:
+        args = dict(x=x, weight=w, bias=b, seq_idx=None, initial_states=None)
+        args.update(change)
+        with pytest.raises(Exception) as python:
+            _op_fwd.check_args(**args)
+        for grad in (False, True):
+            call_args = dict(args, weight=args["weight"].clone().requires_grad_(grad))
+            with pytest.raises(type(python.value)) as via_route:
+                causal_conv1d_fn(**call_args)
+            assert str(via_route.value) == str(python.value)
+    dout = torch.randn(2, 16, 40, generator=gen)
+    bad = [dict(dout=dout[..., :39]), dict(dout=dout.double()), dict(weight=w[:8]), dict(dx=torch.empty(2, 16, 41)),
+           dict(dfinal_states=torch.randn(2, 16, 2)), dict(dx=x)]
+    for change in bad:
+        args = dict(x=x, weight=w, bias=b, dout=dout, seq_idx=None, initial_states=None, dfinal_states=None, dx=None)
+        args.update(change)
+        errors = set()
+        for backend in ("cpu", "aten"):
+            with pytest.raises((ValueError, TypeError)) as e:
+                causal_conv1d_bwd_function(**args, return_dinitial_states=False, silu_activation=True,
+                                           backend=backend)
+            errors.add(str(e.value))
+        assert len(errors) == 1, (change.keys(), errors)
+    state = torch.randn(3, 16, 4)
+    with pytest.raises(ValueError, match="conv_state' has 3 rows but x has batch 2"):
+        causal_conv1d_update(x[..., 0], state, w, b)
