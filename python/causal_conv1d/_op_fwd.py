@@ -208,7 +208,7 @@ def call(x, weight, bias, seq_idx, initial_states, want_final_states: bool, silu
     fs_out = final_states_out if want_final_states else None
     if _dispatch.eager_ok(x, weight, bias, seq_idx, initial_states, out, fs_out, autograd=True):
         if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                                for t in (x, weight, bias, initial_states))):
+                                                for t in (x, weight, bias, initial_states, out, fs_out))):
             res = fast(x, weight, bias, seq_idx, initial_states, want_final_states, silu, backend, out, fs_out)
             if res is not None:
                 return res

@@ -287,3 +287,18 @@ def test_arguments_libcc1d_refuses_get_the_python_wording(gen, lib, fresh_dispat
     state = torch.randn(3, 16, 4)
     with pytest.raises(ValueError, match="conv_state' has 3 rows but x has batch 2"):
         causal_conv1d_update(x[..., 0], state, w, b)
+
+
+def test_a_leaf_that_requires_grad_is_not_written_behind_autograds_back(gen, lib):
+    """An out or final_states_out that requires grad takes the operator and its in-place copy,
+    which torch refuses for a leaf as for any in-place op; the direct route never writes it."""
+    import causal_conv1d_cuda
+
+    x, w, b = _inputs(gen)
+    out = torch.full((2, 16, 40), float("nan")).requires_grad_(True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True)
+    fs = torch.full((2, 16, 3), float("nan")).requires_grad_(True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        causal_conv1d_fn(x, w, b, return_final_states=True, final_states_out=fs)
+    assert torch.isnan(out).all() and torch.isnan(fs).all()
