@@ -56,6 +56,8 @@ TABLE_OUT = Table(args=TABLE.args + (Arg("out", ("batch", "dim", "seqlen"), "x",
 
 
 def check_out_shape(x, out, fn: str) -> None:
+    """out has x's shape: the one rule libcc1d's table does not make (it takes out of rank 2 or 3
+    whatever x's rank), checked before either path."""
     if out is not None and isinstance(out, Tensor) and isinstance(x, Tensor) and out.shape != x.shape:
         raise ValueError(f"{fn}: argument 'out' must have x's shape {tuple(x.shape)}; got {tuple(out.shape)}")
 

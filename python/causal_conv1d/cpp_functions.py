@@ -1,8 +1,9 @@
 """Upstream's `causal_conv1d.cpp_functions` (causal-conv1d 1.6.1): the functions mamba_ssm's
 mamba_inner_fn and Mamba-2's fused path import, with upstream's argument order and semantics,
 served by this package's torch ops (causal_conv1d::fwd, ::bwd, ::update: custom ops with
-fake and autograd implementations, so torch.compile(fullgraph=True) traces them); a plain eager
-forward or update goes straight to libcc1d, as causal_conv1d_fn does (_op_fwd.call).
+fake and autograd implementations, so torch.compile(fullgraph=True) traces them); plain eager
+calls go straight to libcc1d, as causal_conv1d_fn's do (_op_fwd.call, _op_bwd.call,
+_op_update.call).
 
     causal_conv1d_fwd_function(x, weight, bias, seq_idx, initial_states, final_states_out,
                                silu_activation) -> out

@@ -12,7 +12,7 @@ import torch
 import causal_conv1d
 from causal_conv1d import causal_conv1d_fn
 from helpers import make_seq_idx, make_states, make_x, randn
-from reference import reference, reference_final_states
+from reference import reference
 
 needs_opcheck = pytest.mark.skipif(not hasattr(torch.library, "opcheck"),
                                    reason="torch.library.opcheck needs torch >= 2.4")
