@@ -50,6 +50,11 @@ def check_args(x, cu_seqlens, state_len, *, fn: str, float_dtypes=FLOAT_DTYPES) 
         raise ValueError(f"{fn}: argument 'cu_seqlens' must hold batch+1 >= 1 cumulative lengths (batch >= 0); "
                          f"got shape (0,)")
     check(TABLE, fn, dict(x=x, cu_seqlens=cu_seqlens), float_dtypes)
+    return check_state_len(state_len, fn)
+
+
+def check_state_len(state_len, fn: str) -> int:
+    """state_len as an int in 1..MAX_VARLEN_STATE_LEN (checked before anything is allocated)."""
     if isinstance(state_len, bool) or not hasattr(state_len, "__index__"):
         raise TypeError(f"{fn}: argument 'state_len' must be an int; got {type(state_len).__name__}")
     state_len = operator.index(state_len)
@@ -134,25 +139,48 @@ def ref_varlen_states(x: Tensor, cu_seqlens: Tensor, state_len: int) -> Tensor:
 # ---- the op -------------------------------------------------------------------------------
 
 
-def varlen_states_impl(x: Tensor, cu_seqlens: Tensor, state_len: int, backend: str) -> Tensor:
-    """Allocates the states, then lets the selected backend write them."""
-    if index_check_wanted(x, "causal_conv1d_varlen_states"):
-        check_cu_values(x, cu_seqlens, "causal_conv1d_varlen_states")
-    out = empty_states(x, cu_seqlens.shape[0] - 1, state_len)
-    _ops.poison(out)
+_ARGS = _pack.packer(CVarlenStatesArgs)
+_ENTRY = "cc1d_causal_conv1d_varlen_states"
 
+
+def _op_call(x: Tensor, cu_seqlens: Tensor, state_len: int, out: Tensor) -> _dispatch.OpCall:
     def run_lib(t, backend_id, stream):
-        args = _pack.fill_args(CVarlenStatesArgs, t, backend=backend_id, stream=stream)
-        _lib.library().call("cc1d_causal_conv1d_varlen_states", args)
+        _lib.library().call(_ENTRY, _pack.fill_args(CVarlenStatesArgs, t, backend=backend_id, stream=stream))
 
     def run_aten():
         if x.device.type == "cpu":  # raise as libcc1d does for host tensors, before writing
             check_cu_values(x, cu_seqlens, "causal_conv1d_varlen_states")
         out.copy_(ref_varlen_states(x, cu_seqlens, state_len))
 
-    call = _dispatch.OpCall(op="varlen_states", device=x.device, written=("out",), run_lib=run_lib,
+    return _dispatch.OpCall(op="varlen_states", device=x.device, written=("out",), run_lib=run_lib,
                             run_aten=run_aten, tensors=dict(x=x, cu_seqlens=cu_seqlens, out=out))
-    _dispatch.run(call, backend or None)
+
+
+def varlen_states_impl(x: Tensor, cu_seqlens: Tensor, state_len: int, backend: str) -> Tensor:
+    """Allocates the states, then lets the selected backend write them."""
+    if index_check_wanted(x, "causal_conv1d_varlen_states"):
+        check_cu_values(x, cu_seqlens, "causal_conv1d_varlen_states")
+    out = empty_states(x, cu_seqlens.shape[0] - 1, state_len)
+    _ops.poison(out)
+    _dispatch.run(_op_call(x, cu_seqlens, state_len, out), backend or None)
+    return out
+
+
+def fast(x, cu_seqlens, state_len: int, backend: str):
+    """An eager call that a libcc1d backend serves where the tensors are, as _op_fwd.fast: the
+    states (allocated here), or None for the full path. CUDA calls under
+    CAUSAL_CONV1D_CHECK_INDICES take the full path."""
+    try:
+        r = _dispatch.route("varlen_states", x, backend) if _ops.MODES["varlen_states"] != "cc1d_torch" else None
+        if r is None or index_check_wanted(x, "causal_conv1d_varlen_states") or x.dim() != 2 or cu_seqlens.dim() != 1:
+            return None  # (the ranks first: the output's size comes from them)
+        out = empty_states(x, cu_seqlens.shape[0] - 1, state_len)
+        _ops.poison(out)
+        status = _ARGS.call(_ENTRY, (x, cu_seqlens, out), (r.backend_id, _dispatch.stream_of(x)))
+    except Exception:  # anything libcc1d cannot be given as it is (a non-tensor, a bad rank, a dtype)
+        return None
+    if not _dispatch.after_direct(r, _ENTRY, status, lambda: _op_call(x, cu_seqlens, state_len, out), backend):
+        return None
     return out
 
 
@@ -181,10 +209,17 @@ def causal_conv1d_varlen_states(x: Tensor, cu_seqlens: Tensor, state_len: int, *
     """
     fn = "causal_conv1d_varlen_states"
     cu_seqlens = int32_lengths(x, cu_seqlens, fn)
-    state_len = check_args(x, cu_seqlens, state_len, fn=fn)
+    state_len = check_state_len(state_len, fn)
     if backend is not None:
         backend = _dispatch.check_backend_name(backend, f"{fn}: argument 'backend'")
-    with torch.no_grad():  # not differentiable, as upstream: the result never requires grad
+    # Not differentiable, as upstream: the result never requires grad (the direct route's is a
+    # fresh tensor written by libcc1d; the operator's runs under no_grad).
+    if _dispatch.eager_ok(x, cu_seqlens, autograd=True):
+        out = fast(x, cu_seqlens, state_len, backend or "")
+        if out is not None:
+            return out
+    check_args(x, cu_seqlens, state_len, fn=fn)
+    with torch.no_grad():
         return varlen_states(x, cu_seqlens, state_len, backend or "")
 
 

@@ -8,9 +8,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from causal_conv1d import _dispatch, _op_bwd, _op_fwd, _op_update, _ops, causal_conv1d_fn, causal_conv1d_update, last_backend
+from causal_conv1d import (_dispatch, _op_bwd, _op_fwd, _op_update, _op_varlen, _ops, causal_conv1d_fn,
+                           causal_conv1d_update, last_backend)
+from causal_conv1d.causal_conv1d_varlen import causal_conv1d_varlen_states
 from helpers import make_seq_idx, make_states, make_x, randn
-from reference import TOL, assert_grad, assert_matches, reference_final_states, reference_grads, reference_update
+from reference import (TOL, assert_grad, assert_matches, reference_final_states, reference_grads, reference_update,
+                       reference_varlen_states)
 
 pytestmark = pytest.mark.skipif(not _ops.USE_CUSTOM_OP, reason="needs torch.library.custom_op (torch >= 2.4)")
 
@@ -120,6 +123,7 @@ def no_full_path(monkeypatch, lib, fresh_dispatch, python_dispatch):
     monkeypatch.setattr(_dispatch, "run", fail)
     monkeypatch.setattr(_op_fwd, "check_args", fail)
     monkeypatch.setattr(_op_update, "check_args", fail)
+    monkeypatch.setattr(_op_varlen, "check_args", fail)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -133,6 +137,12 @@ def test_plain_eager_calls_go_straight_to_libcc1d(gen, dtype, no_full_path):
     assert_matches(out, x, w, b, seq, init, silu=True)
     assert torch.equal(fs, reference_final_states(x, 4, init))
     assert last_backend().backend == "cpu" and last_backend().op == "fwd"
+
+    packed = randn((37, 24), gen, dtype).t().contiguous().t()  # (total_tokens, dim), dim unit stride
+    cu = torch.tensor([0, 5, 5, 37])
+    states = causal_conv1d_varlen_states(packed, cu, 4)
+    assert torch.equal(states, reference_varlen_states(packed, cu.to(torch.int32), 4))
+    assert last_backend().backend == "cpu" and last_backend().op == "varlen_states"
 
     state = randn((3, 24, 5), gen, dtype)
     idx = torch.tensor([2, -1], dtype=torch.int32)
@@ -287,6 +297,16 @@ def test_arguments_libcc1d_refuses_get_the_python_wording(gen, lib, fresh_dispat
     state = torch.randn(3, 16, 4)
     with pytest.raises(ValueError, match="conv_state' has 3 rows but x has batch 2"):
         causal_conv1d_update(x[..., 0], state, w, b)
+    packed, cu = torch.randn(40, 16, generator=gen), torch.tensor([0, 7, 40], dtype=torch.int32)
+    for bad in [dict(x=packed[None]), dict(x=packed.to(torch.int32)), dict(cu_seqlens=cu[None]),
+                dict(cu_seqlens=cu.to(torch.int16)), dict(x=packed, state_len=0), dict(state_len=2.0)]:
+        args = dict(dict(x=packed, cu_seqlens=cu, state_len=4), **bad)
+        errors = set()
+        for backend in ("cpu", "aten"):
+            with pytest.raises((ValueError, TypeError)) as e:
+                causal_conv1d_varlen_states(**args, backend=backend)
+            errors.add(str(e.value))
+        assert len(errors) == 1, (bad.keys(), errors)
 
 
 def test_a_leaf_that_requires_grad_is_not_written_behind_autograds_back(gen, lib):
