@@ -118,10 +118,11 @@ def _probe(name: str):
 
 
 _is_compiling = _validate._is_compiling
+_is_tracing = _probe("_C._is_tracing")  # what torch.jit.is_tracing() returns in eager mode, without its wrapper
 _dispatch_modes = _probe("_C._len_torch_dispatch_stack")
 _function_modes = _probe("_C._is_torch_function_mode_enabled")
 _functorch_level = _probe("_C._functorch.peek_interpreter_stack")
-_EAGER_PROBES = None not in (_is_compiling, _dispatch_modes, _function_modes, _functorch_level)
+_EAGER_PROBES = None not in (_is_compiling, _is_tracing, _dispatch_modes, _function_modes, _functorch_level)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -131,9 +132,8 @@ def eager_ok(*tensors, autograd: bool = False) -> bool:
     function mode, no functorch transform. Then torch.ops would run the very same
     implementation, only some tens of microseconds later; anything else goes through it.
     autograd=True allows tensors that require grad: the caller records autograd itself."""
-    if not _EAGER_PROBES or _is_compiling() or torch.jit.is_tracing() or _dispatch_modes() or _function_modes():
-        return False
-    if _functorch_level() is not None:
+    if (not _EAGER_PROBES or _is_compiling() or _is_tracing() or _dispatch_modes() or _function_modes()
+            or _functorch_level() is not None):
         return False
     grad = not autograd and torch.is_grad_enabled()
     for t in tensors:

@@ -3,6 +3,8 @@ must see (autograd, a dispatch or function mode, a tensor subclass, functorch, t
 through the torch operator, and both give the same result. The public functions' direct route
 to libcc1d (_dispatch.route): what takes it, what does not, and how its errors read."""
 
+import warnings
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -53,6 +55,11 @@ def test_eager_ok_only_for_plain_eager_calls(gen):
     with TorchFunctionMode():
         assert not _dispatch.eager_ok(x, w, b)
     assert not torch.func.vmap(lambda t: torch.tensor(_dispatch.eager_ok(t)))(x).any()
+    seen = []
+    with warnings.catch_warnings():  # torch.jit.trace is deprecated, and still used
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.jit.trace(lambda t: seen.append(_dispatch.eager_ok(t)) or t * 2, (x,), check_trace=False)
+    assert seen == [False]
 
 
 def test_a_dispatch_mode_sees_the_torch_operator(gen):
