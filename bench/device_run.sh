@@ -8,28 +8,38 @@
 # "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (6 MB; the whole build
 # directory is over the 64 MiB a carry may hold; the libcc1d.so symlinks need not travel; the
 # argument packer serves the device's CPython whatever its version, and the report step says
-# whether it loaded). It writes its logs to $OUT when set.
+# whether it loaded).
 #
 #   bench/device_run.sh [--rehearse]
 #
 # The steps, most valuable first, share one time budget (CC1D_DEVICE_BUDGET_S, default 540 s,
 # under the device tool's 600 s a call): each runs under `timeout` with at most its own limit and
-# what is left; a step that would get under 20 s is skipped. Each step's whole output goes to
-# $OUT/<step>.txt; the end of the output is $OUT/steps.md (each step's exit status and seconds)
-# and the benchmarks' tables, since a reply carries only the last lines. The exit status is 1 when
-# any step failed or timed out (every step still runs).
-#   report, demo; the gpu tests (correctness on the device); the forward and backward benchmarks
-#   (every kernel path or layout, % of copy bandwidth, first-call cost); compute-sanitizer
+# what is left; a step that would get under 20 s is skipped. CC1D_DEVICE_STEPS (a space-separated
+# list of step names, default all) runs only those. Each step's whole output goes to
+# $LOGS/<step>.txt (default /tmp/cc1d-device-logs); at the end they are packed into
+# $OUT/logs.tgz and the main ones copied to $OUT (the device tool returns 8 files at most). The
+# end of the output is each step's exit status and seconds and the benchmarks' tables, since a
+# reply carries only the last lines. The exit status is 1 when any step failed or timed out.
+#   gate: the strict demo on the GPU; if it fails (no driver, no NVRTC, a compile error) the
+#   report and doctor say why and nothing else runs, so a second try has device time left.
+#   precompile: every variant for this SM on every core (the compile throughput here), into a
+#   tier that the gpu tests read; the benchmarks keep a fresh cache so that their first calls
+#   really compile. Then: the gpu tests; the forward and backward benchmarks (every kernel path
+#   or layout, % of copy bandwidth, first-call cost); the call overhead; compute-sanitizer
 #   memcheck and racecheck over each forward and backward configuration once (--check-only);
-#   the call overhead; the forward again with a persistent grid (CAUSAL_CONV1D_GRID_WAVES=1);
-#   cold compile times with the driver's JIT cache off; Nsight Compute
-#   metrics of the forward kernels (--clock-control none: the card's clocks are left alone).
+#   Nsight Compute metrics of the forward and backward kernels at the benchmark's shapes
+#   (--clock-control none: the card's clocks are left alone); the forward again with a persistent
+#   grid (CAUSAL_CONV1D_GRID_WAVES=1); cold compile times per variant with the driver's JIT
+#   cache off.
 # --rehearse checks the script on a machine without a GPU: the benchmarks run --quick on the cpu
 # backend and the GPU-only tools are skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/cc1d-device}"
-mkdir -p "$OUT"
+LOGS="${LOGS:-/tmp/cc1d-device-logs}"
+TIER=/tmp/cc1d-device-tier
+rm -rf "$LOGS" "$TIER" /tmp/cc1d-device-cache
+mkdir -p "$OUT" "$LOGS"
 BENCH=()
 SKIP_GPU_TOOLS=0
 if [ "${1:-}" = "--rehearse" ]; then
@@ -42,38 +52,67 @@ for f in build/cmake/libcc1d.so build/cmake/libcc1d.so.*; do [ -f "$f" ] && LIB=
 export PYTHONPATH="$PWD/python" CAUSAL_CONV1D_LIBRARY="$LIB" PYTHONUNBUFFERED=1
 export CAUSAL_CONV1D_LOG_LEVEL=info
 # A fresh kernel cache, and no driver JIT cache: every first call below really compiles.
-export CAUSAL_CONV1D_CACHE_DIR="$OUT/kernel-cache" CUDA_CACHE_DISABLE=1
+export CAUSAL_CONV1D_CACHE_DIR=/tmp/cc1d-device-cache CUDA_CACHE_DISABLE=1
 PY="${PYTHON:-python3}"
 DEADLINE=$(($(date +%s) + ${CC1D_DEVICE_BUDGET_S:-540}))
-printf '| step | exit status | seconds (limit) |\n|---|---|---|\n' > "$OUT/steps.md"
+STEPS=" ${CC1D_DEVICE_STEPS:-all} "
+printf '| step | exit status | seconds (limit) |\n|---|---|---|\n' > "$LOGS/steps.md"
 FAILED=0  # steps that exited non-zero or timed out: the script's own exit status at the end
 
-# step NAME MAX_S CMD...: CMD with its output in $OUT/NAME.txt (and its last lines here).
+# step NAME MAX_S CMD...: CMD with its output in $LOGS/NAME.txt (and its last lines here).
 step() {
   local name=$1 max=$2 left lim t0 rc
   shift 2
+  [[ "$STEPS" == " all " || "$STEPS" == *" $name "* ]] || return 0
   left=$((DEADLINE - $(date +%s)))
   if ((left < 20)); then
-    echo "| $name | skipped: ${left} s of the budget left | |" >> "$OUT/steps.md"
-    return
+    echo "| $name | skipped: ${left} s of the budget left | |" >> "$LOGS/steps.md"
+    return 0
   fi
   lim=$((max < left ? max : left))
   t0=$(date +%s)
   echo "== $name (at most $lim s)"
-  timeout "$lim" "$@" > "$OUT/$name.txt" 2>&1
+  timeout "$lim" "$@" > "$LOGS/$name.txt" 2>&1
   rc=$?
   ((rc == 0)) || FAILED=$((FAILED + 1))
-  tail -n 8 "$OUT/$name.txt"
-  echo "| $name | $rc$( ((rc == 124)) && echo ' (timed out)') | $(($(date +%s) - t0)) ($lim) |" >> "$OUT/steps.md"
+  tail -n 8 "$LOGS/$name.txt"
+  echo "| $name | $rc$( ((rc == 124)) && echo ' (timed out)') | $(($(date +%s) - t0)) ($lim) |" >> "$LOGS/steps.md"
+  return $rc
 }
 have() { ((SKIP_GPU_TOOLS == 0)) && command -v "$1" > /dev/null 2>&1; }
+# finish: the tables and step statuses last (a reply carries the end), the logs into $OUT.
+finish() {
+  echo
+  for f in gpu_fwd gpu_bwd gpu_fwd_waves1; do
+    [ -f "$LOGS/$f.txt" ] && { echo "== $f"; grep -E '^\| \(|MISMATCH|match the baseline' "$LOGS/$f.txt"; }
+  done
+  echo
+  cat "$LOGS/steps.md"
+  tar czf "$OUT/logs.tgz" -C "$LOGS" .
+  for f in steps.md gpu_tests.txt gpu_fwd.txt gpu_bwd.txt ncu.txt; do [ -f "$LOGS/$f" ] && cp "$LOGS/$f" "$OUT/"; done
+  ((FAILED == 0)) || { echo "$FAILED step(s) failed: see $LOGS/<step>.txt (in $OUT/logs.tgz)"; exit 1; }
+}
 
-have nvidia-smi && step gpu 20 nvidia-smi -L
+have nvidia-smi && step gpu 20 nvidia-smi
 step report 60 "$PY" -m causal_conv1d report
-step demo 60 "$PY" -m causal_conv1d demo
-((SKIP_GPU_TOOLS)) || step gpu_tests 200 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/python
-step gpu_fwd 150 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
-step gpu_bwd 150 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
+if ((SKIP_GPU_TOOLS)); then
+  step demo 60 "$PY" -m causal_conv1d demo
+elif ! step gate 90 env CAUSAL_CONV1D_STRICT=1 "$PY" -m causal_conv1d demo --device cuda; then
+  step doctor 60 "$PY" -m causal_conv1d doctor
+  echo "the GPU path is not live here (gate failed): nothing else runs"
+  finish
+fi
+if ((SKIP_GPU_TOOLS == 0)); then
+  SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
+  step precompile 90 "$PY" -m causal_conv1d precompile --out "$TIER" --arch "$SM"
+  XDIST=()
+  "$PY" -c "import xdist" 2> /dev/null && XDIST=(-n 4)
+  step gpu_tests 200 env CAUSAL_CONV1D_CACHE_PATH="$TIER" \
+    "$PY" -m pytest -q -m gpu -p no:cacheprovider --maxfail 40 "${XDIST[@]}" tests/python
+fi
+step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
+step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
+((SKIP_GPU_TOOLS)) || step call_overhead 40 "$PY" bench/call_overhead.py --device cuda
 if have compute-sanitizer; then
   # Out-of-bounds and misaligned accesses, then shared-memory races, on the real device (the
   # emulator's checking mode is the CPU's version of the second). Kernels come from the cache
@@ -84,26 +123,18 @@ if have compute-sanitizer; then
   step racecheck_bwd 90 "${SAN[@]}" --tool racecheck "$PY" bench/gpu_bwd.py --quick --check-only
   step racecheck_fwd 60 "${SAN[@]}" --tool racecheck "$PY" bench/gpu_fwd.py --quick --check-only
 fi
-((SKIP_GPU_TOOLS)) || step call_overhead 40 "$PY" bench/call_overhead.py --device cuda
+if have ncu; then
+  # DRAM bytes, sectors per request, instructions and achieved occupancy of each configuration's
+  # kernels at the benchmarks' full shapes (--check-only: each configuration runs once).
+  NCU=(ncu --clock-control none --metrics dram__bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size)
+  step ncu 120 "${NCU[@]}" --kernel-name regex:causal_conv1d_fwd --launch-count 16 "$PY" bench/gpu_fwd.py --check-only
+  step ncu_bwd 120 "${NCU[@]}" --kernel-name regex:causal_conv1d_bwd --launch-count 16 "$PY" bench/gpu_bwd.py --check-only
+fi
 # The forward again with a persistent grid (one wave of resident blocks per launch), beside the
 # default grid of gpu_fwd: which is faster is this device's to say (RESULTS.md, "Waves").
 step gpu_fwd_waves1 120 env CAUSAL_CONV1D_GRID_WAVES=1 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 if ((SKIP_GPU_TOOLS == 0)) && [ -x build/cmake/bench/bench_compile ]; then
-  # The sm of device 0, e.g. 90; NVRTC's compile time per variant on one core.
-  SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
+  # NVRTC's compile time per variant on one core, the driver's JIT cache off.
   step bench_compile 90 build/cmake/bench/bench_compile --arch "$SM"
 fi
-if have ncu; then
-  # DRAM bytes, sectors per request and instructions of the forward kernels (small shapes).
-  step ncu 120 ncu --clock-control none --kernel-name regex:causal_conv1d_fwd --launch-count 8 \
-    --metrics dram__bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
-    "$PY" bench/gpu_fwd.py --quick
-fi
-
-echo
-for f in gpu_fwd gpu_bwd gpu_fwd_waves1; do
-  [ -f "$OUT/$f.txt" ] && { echo "== $f"; grep -E '^\| \(|MISMATCH|match the baseline' "$OUT/$f.txt"; }
-done
-echo
-cat "$OUT/steps.md"
-((FAILED == 0)) || { echo "$FAILED step(s) failed: see $OUT/<step>.txt"; exit 1; }
+finish
