@@ -108,7 +108,7 @@ if ((SKIP_GPU_TOOLS == 0)); then
   XDIST=()
   "$PY" -c "import xdist" 2> /dev/null && XDIST=(-n 4)
   step gpu_tests 200 env CAUSAL_CONV1D_CACHE_PATH="$TIER" \
-    "$PY" -m pytest -q -m gpu -p no:cacheprovider --maxfail 40 "${XDIST[@]}" tests/python
+    "$PY" -m pytest -q -m gpu -p no:cacheprovider --maxfail 200 "${XDIST[@]}" tests/python
 fi
 step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"

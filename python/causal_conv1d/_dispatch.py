@@ -76,16 +76,59 @@ class BackendChoice:
 _tls = threading.local()
 
 
+def _record(choice: BackendChoice) -> None:
+    """Sets last_backend() on this thread, and on the forward's thread when this is a backward
+    that torch's autograd engine runs on a thread of its own (for_forward_of)."""
+    try:
+        _tls.slot[0] = choice
+    except AttributeError:
+        _tls.slot = [choice]
+    also = getattr(_tls, "also", None)
+    if also is not None:
+        also[0] = choice
+
+
 def record_choice(c: dict) -> None:
     """Sets last_backend() from a choice the libtorch op library (cc1d_torch) made."""
-    _tls.last = BackendChoice(backend=c["backend"], requested=c["requested"], source=c["source"], device=c["device"],
-                              reason=c["reason"], fallback_from=tuple(tuple(f) for f in c["fallback_from"]),
-                              host_copies=bool(c["host_copies"]), op=c["op"])
+    _record(BackendChoice(backend=c["backend"], requested=c["requested"], source=c["source"], device=c["device"],
+                          reason=c["reason"], fallback_from=tuple(tuple(f) for f in c["fallback_from"]),
+                          host_copies=bool(c["host_copies"]), op=c["op"]))
 
 
 def last_backend() -> Optional[BackendChoice]:
-    """The BackendChoice of the last op call on this thread (None before the first)."""
-    return getattr(_tls, "last", None)
+    """The BackendChoice of the last op call on this thread (None before the first); a backward
+    counts for the thread that ran its forward."""
+    slot = getattr(_tls, "slot", None)
+    return slot[0] if slot is not None else None
+
+
+def forward_caller() -> tuple:
+    """What a forward saves for its backward (for_forward_of): this thread, its last_backend()
+    record and its use_backend() block."""
+    try:
+        slot = _tls.slot
+    except AttributeError:
+        slot = _tls.slot = [None]
+    return threading.get_ident(), slot, _context_backend.get()
+
+
+@contextlib.contextmanager
+def for_forward_of(caller: tuple):
+    """Around a backward. On CUDA tensors torch's autograd engine runs it on a device thread of
+    its own, which neither the caller's use_backend() block nor its last_backend() reach: there
+    the backward follows the forward's block and records into the forward's thread. On the
+    forward's own thread (host tensors) nothing changes: the block around backward() applies."""
+    ident, slot, context = caller
+    if ident == threading.get_ident():
+        yield
+        return
+    prev, _tls.also = getattr(_tls, "also", None), slot
+    token = _context_backend.set(context)
+    try:
+        yield
+    finally:
+        _context_backend.reset(token)
+        _tls.also = prev
 
 
 class OpCall(NamedTuple):
@@ -289,7 +332,7 @@ def route(op: str, t: torch.Tensor, backend: Optional[str]) -> Optional[Route]:
 
 def served(r: Route) -> None:
     """Records a call that went by route() (last_backend(), the debug log)."""
-    _tls.last = r.choice
+    _record(r.choice)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("%s served by %s", r.choice.op, r.choice)
 
@@ -444,7 +487,7 @@ def run(call: OpCall, backend: Optional[str] = None, error: Optional[Exception] 
                     f"{_device_str(device)}: {e}", e.status) from e
             raise
         choice = _choice(p, c, device, failures, call.op)
-        _tls.last = choice
+        _record(choice)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s served by %s", call.op, choice)
         return choice

@@ -249,6 +249,7 @@ def _setup_context(ctx, inputs, output):
     # receive as "name|source", _dispatch.context_choice) is not: the backward follows the
     # context it runs in.
     ctx.backend = "" if "|" in backend else backend
+    ctx.caller = _dispatch.forward_caller()
 
 
 def _backward(ctx, grad_out, grad_final):
@@ -259,8 +260,9 @@ def _backward(ctx, grad_out, grad_final):
         return None, None, None, None, None, None, None, None
     dout = grad_out.to(x.dtype) if grad_out is not None else x.new_zeros(()).expand(x.shape)
     dfinal = grad_final.to(x.dtype) if grad_final is not None and grad_final.numel() > 0 else None
-    dx, dw, db, di = _op_bwd.call(x, weight, bias, dout, seq_idx, initial_states, dfinal, None, ctx.silu, wants,
-                                  _op_bwd.deterministic_requested(), ctx.backend)
+    with _dispatch.for_forward_of(ctx.caller):
+        dx, dw, db, di = _op_bwd.call(x, weight, bias, dout, seq_idx, initial_states, dfinal, None, ctx.silu, wants,
+                                      _op_bwd.deterministic_requested(), ctx.backend)
     return dx, dw, db, None, di, None, None, None
 
 

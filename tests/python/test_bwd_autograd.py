@@ -122,6 +122,35 @@ def test_backward_follows_the_forward_backend_and_reports_it(gen, fresh_dispatch
     _served_by("cpu")
 
 
+def test_backward_on_another_thread_reports_to_the_forward_and_follows_its_block(gen, fresh_dispatch):
+    """torch runs the backward of CUDA tensors on a device thread of its own: a backward run off
+    the forward's thread (here: backward() called from a second thread, as the engine does on
+    CUDA) records into the forward's thread's last_backend() and follows the forward's
+    use_backend() block, which is the only one it can know."""
+    import threading
+
+    x = randn((2, 8, 30), gen, torch.float32).requires_grad_()
+    w = randn((8, 4), gen, torch.float32).requires_grad_()
+    with causal_conv1d.use_backend("aten"):
+        out = causal_conv1d_fn(x, w, activation="silu")
+    _served_by("aten", op="fwd")
+    seen = {}
+
+    def other():
+        out.sum().backward()
+        seen["there"] = causal_conv1d.last_backend()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    _served_by("aten")  # the forward's thread sees its backward, run under the forward's block
+    assert causal_conv1d.last_backend().source == "use_backend()"
+    assert seen["there"].op == "bwd" and seen["there"].backend == "aten"
+    want = reference_grads(x.detach(), w.detach(), None, None, None, True, torch.ones_like(out), None)
+    assert_grad("x", x.grad, want[0], torch.float32)
+    assert_grad("weight", w.grad, want[1], torch.float32)
+
+
 def test_backward_fallback_warns_and_strict_refuses(lib, gen, fresh_dispatch, monkeypatch, python_dispatch):
     """The backward's plan says the cpu backend cannot serve op 'bwd': the forward runs on cpu,
     the backward falls back to aten with a warning, and strict mode makes that an error."""
