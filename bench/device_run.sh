@@ -106,7 +106,7 @@ if ((SKIP_GPU_TOOLS == 0)); then
   SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
   step precompile 90 "$PY" -m causal_conv1d precompile --out "$TIER" --arch "$SM"
   XDIST=()
-  "$PY" -c "import xdist" 2> /dev/null && XDIST=(-n 4)
+  "$PY" -c "import xdist" 2> /dev/null && XDIST=(-n 8)
   step gpu_tests 200 env CAUSAL_CONV1D_CACHE_PATH="$TIER" \
     "$PY" -m pytest -q -m gpu -p no:cacheprovider --maxfail 200 "${XDIST[@]}" tests/python
 fi

@@ -69,51 +69,76 @@ CC1D_HD float fwd_tap(const FwdParams& p, const float (&w)[W], float bias, const
   return silu_if(p.silu != 0, acc);
 }
 
-// ---- TIME and TIME_SEQ: one row (b, c) per item; each thread owns kFwdItemsTime consecutive
-// outputs and loads its own window (any strides).
+// ---- TIME and TIME_SEQ: one row (b, c) per item, any strides. Warp w owns kFwdWarpSpan
+// consecutive outputs and lane l the kFwdItemsTime from 8l; the warp stages its window (and
+// segment ids) through shared memory, so loads and stores walk consecutive elements across
+// lanes (coalesced where the time stride is 1: rows that are not 16-byte aligned) while each
+// lane computes 8 consecutive outputs. Lanes 8 elements apart made each load touch 16 sectors
+// for 2 bytes each (20% of copy bandwidth on an H200). Entry i of a warp's buffer is time
+// tw0-8+i, padded by a word per 32 so that lanes reading 8 apart hit distinct banks.
+constexpr int kFwdTimeStage = kFwdWarpSpan + kFwdItemsTime;  // window entries per warp
+constexpr int kFwdTimeStageWords = kFwdTimeStage + kFwdTimeStage / 32 + 1;
+CC1D_HD int fwd_time_slot(int i) { return i + i / 32; }
+
 template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void fwd_time_block(const FwdParams& p, long long b, long long c, long long chunk) {
-  const long long t0 = chunk * (long long)(kFwdThreads * kFwdItemsTime) + (long long)threadIdx.x * kFwdItemsTime;
-  if (t0 >= p.seqlen) return;
+  constexpr int ROUNDS = (kFwdTimeStage + 31) / 32, N = W - 1 + kFwdItemsTime;
+  CC1D_SHARED_ARRAY(float, xsh, kFwdWarps * kFwdTimeStageWords);
+  CC1D_SHARED_ARRAY(int, ssh, SEQ ? kFwdWarps * kFwdTimeStageWords : 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long tw0 = chunk * (long long)(kFwdThreads * kFwdItemsTime) + (long long)warp * kFwdWarpSpan;
+  if (tw0 >= p.seqlen) return;  // uniform in the warp
+  float* xw = xsh + warp * kFwdTimeStageWords;
+  int* sw = ssh + (SEQ ? warp * kFwdTimeStageWords : 0);
   float w[W], bias;
   fwd_load_weights<TW, W>(p, c, w, bias);
-  constexpr int N = W - 1 + kFwdItemsTime;
-  float xv[N];
-  const long long s0 = t0 - (W - 1);
-  if (s0 >= 0 && t0 + kFwdItemsTime <= p.seqlen) {
-    // Interior window (almost every thread): all loads first, no bounds or state checks.
-    const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1] + s0 * p.x_stride[2];
-    for (int i = 0; i < N; ++i) xv[i] = to_float(xr[i * p.x_stride[2]]);
-  } else {
-    // Edges: a rolled loop through a local buffer keeps this rare path small.
-    float tmp[N];
-#pragma unroll 1
-    for (int i = 0; i < N; ++i) tmp[i] = fwd_load_x<TX>(p, W, b, c, s0 + i);
-    for (int i = 0; i < N; ++i) xv[i] = tmp[i];
+  // All loads first (predicated: entries past the row's end read 0, before its start the
+  // initial states or 0), then the stores into the buffer.
+  const long long s0 = tw0 - kFwdItemsTime + lane;  // time of this lane's first entry
+  const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+  float v[ROUNDS];
+  int q[ROUNDS] = {};
+  for (int r = 0; r < ROUNDS; ++r) {
+    const long long s = s0 + r * 32;
+    const bool used = r * 32 + lane < kFwdTimeStage;
+    v[r] = used && s >= 0 && s < p.seqlen ? to_float(xr[s * p.x_stride[2]]) : 0.f;
+    if constexpr (SEQ) q[r] = used ? fwd_load_seq(p, b, s) : 0;
   }
-  TX* __restrict__ out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+  if (s0 < 0 && s0 >= -(W - 1)) v[0] = fwd_load_x<TX>(p, W, b, c, s0);  // a row's first warp: the states
+  __syncwarp();  // the warp's previous item is done with its buffer
+  for (int r = 0; r < ROUNDS; ++r) {
+    const int i = r * 32 + lane;
+    if (i < kFwdTimeStage) {
+      xw[fwd_time_slot(i)] = v[r];
+      if constexpr (SEQ) sw[fwd_time_slot(i)] = q[r];
+    }
+  }
+  __syncwarp();
+  const int first = kFwdItemsTime * (lane + 1) - (W - 1);  // entry of this lane's first window input
+  float xv[N], o[kFwdItemsTime];
+  for (int i = 0; i < N; ++i) xv[i] = xw[fwd_time_slot(first + i)];
   if constexpr (SEQ) {
     int sq[N];
-    int tmp[N];
-#pragma unroll 1
-    for (int i = 0; i < N; ++i) tmp[i] = fwd_load_seq(p, b, s0 + i);
-    for (int i = 0; i < N; ++i) sq[i] = tmp[i];
+    for (int i = 0; i < N; ++i) sq[i] = sw[fwd_time_slot(first + i)];
     for (int j = 0; j < kFwdItemsTime; ++j) {
-      const long long t = t0 + j;
-      if (t >= p.seqlen) break;
       const int cur = sq[j + W - 1];
       float m[W];  // taps of other segments are masked
       for (int k = 0; k < W; ++k) m[k] = sq[j + k] == cur ? xv[j + k] : 0.f;
-      out[t * p.out_stride[2]] = from_float<TX>(cur < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
+      o[j] = cur < 0 ? 0.f : fwd_tap<W>(p, w, bias, m);
     }
   } else {
-    for (int j = 0; j < kFwdItemsTime; ++j) {
-      const long long t = t0 + j;
-      if (t >= p.seqlen) break;
-      out[t * p.out_stride[2]] = from_float<TX>(fwd_tap<W>(p, w, bias, xv + j));
-    }
+    for (int j = 0; j < kFwdItemsTime; ++j) o[j] = fwd_tap<W>(p, w, bias, xv + j);
   }
-  if (p.final_states && p.seqlen - 1 < t0 + kFwdItemsTime) fwd_write_final<TX>(p, W, b, c);
+  __syncwarp();  // every lane has read its window: the buffer now takes the outputs
+  for (int j = 0; j < kFwdItemsTime; ++j) xw[fwd_time_slot(lane * kFwdItemsTime + j)] = o[j];
+  __syncwarp();
+  TX* __restrict__ out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+  for (int r = 0; r < kFwdItemsTime; ++r) {
+    const int i = r * 32 + lane;
+    if (tw0 + i < p.seqlen) out[(tw0 + i) * p.out_stride[2]] = from_float<TX>(xw[fwd_time_slot(i)]);
+  }
+  const long long t0 = tw0 + lane * kFwdItemsTime;  // this lane's outputs
+  if (p.final_states && t0 < p.seqlen && p.seqlen - 1 < t0 + kFwdItemsTime) fwd_write_final<TX>(p, W, b, c);
 }
 
 // ---- TIME_VEC: a warp computes kFwdVecSegment steps of one row, kFwdWarpSpan at a time. Lane
@@ -203,9 +228,12 @@ struct TimeVec {
 
 // ---- CHANNEL and CHANNEL_SEQ: a lane per channel (32 per item), the block's warps walk
 // kFwdWarps runs of kFwdChunkChannel time steps; each thread slides a window of W steps over its
-// run (any strides: the generic path stays small).
+// run (any strides: the generic path stays small), loading kFwdChannelBurst steps (and their
+// segment ids) at a time before their math: one load in flight per thread made these paths
+// latency-bound (24% of copy bandwidth on an H200).
 template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long long chunk) {
+  constexpr int U = kFwdChannelBurst;
   const long long c = cb * 32 + (threadIdx.x & 31);
   const long long t0 = (chunk * kFwdWarps + (threadIdx.x >> 5)) * (long long)kFwdChunkChannel;
   if (c >= p.dim || t0 >= p.seqlen) return;
@@ -217,21 +245,31 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
   fwd_load_weights<TW, W>(p, c, w, bias);
   float win[W] = {};  // win[k]: x at t-(W-1)+k for the current step t
   int sq[W] = {};     // their segment ids (SEQ)
-  auto shift_in = [&](float x, long long t) {
+  auto shift_in = [&](float x, int seq) {
     for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1], sq[k] = sq[k + 1];
     win[W - 1] = x;
-    if constexpr (SEQ) sq[W - 1] = fwd_load_seq(p, b, t);
+    sq[W - 1] = seq;
   };
 #pragma unroll 1
-  for (long long t = t0 - (W - 1); t < t0; ++t) shift_in(fwd_load_x<TX>(p, W, b, c, t), t);  // x, states or 0
+  for (long long t = t0 - (W - 1); t < t0; ++t)  // x, states or 0
+    shift_in(fwd_load_x<TX>(p, W, b, c, t), SEQ ? fwd_load_seq(p, b, t) : 0);
   const TX* __restrict__ xp = xb + t0 * xs;
   TX* __restrict__ op = ob + t0 * os;
+  const int* __restrict__ sp = SEQ ? p.seq_idx + b * p.seq_stride[0] + t0 * p.seq_stride[1] : nullptr;
 #pragma unroll 1
-  for (long long t = t0; t < t_end; ++t, xp += xs, op += os) {
-    shift_in(to_float(*xp), t);
-    float m[W];
-    for (int k = 0; k < W; ++k) m[k] = SEQ && sq[k] != sq[W - 1] ? 0.f : win[k];  // other segments: masked
-    *op = from_float<TX>(SEQ && sq[W - 1] < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
+  for (long long t = t0; t < t_end; t += U, xp += U * xs, op += U * os) {
+    const int n = t_end - t < U ? (int)(t_end - t) : U;
+    float xv[U];
+    int sv[U] = {};
+    for (int u = 0; u < U; ++u) xv[u] = u < n ? to_float(xp[u * xs]) : 0.f;
+    if constexpr (SEQ)
+      for (int u = 0; u < U; ++u) sv[u] = u < n ? sp[(t - t0 + u) * p.seq_stride[1]] : 0;
+    for (int u = 0; u < U && u < n; ++u) {
+      shift_in(xv[u], sv[u]);
+      float m[W];
+      for (int k = 0; k < W; ++k) m[k] = SEQ && sq[k] != sq[W - 1] ? 0.f : win[k];  // other segments: masked
+      op[u * os] = from_float<TX>(SEQ && sq[W - 1] < 0 ? 0.f : fwd_tap<W>(p, w, bias, m));
+    }
   }
   if (p.final_states && t_end == p.seqlen) fwd_write_final<TX>(p, W, b, c);
 }

@@ -14,6 +14,7 @@ constexpr int kFwdItemsTime = 8;                   // TIME paths: consecutive ou
 constexpr int kFwdWarpSpan = 32 * kFwdItemsTime;   // TIME_VEC: time steps a warp covers per step
 constexpr int kFwdVecSegment = 4 * kFwdWarpSpan;   // TIME_VEC: time steps one warp computes per task
 constexpr int kFwdChunkChannel = 32;               // CHANNEL, CHANNEL_SEQ: time steps per thread
+constexpr int kFwdChannelBurst = 8;                // CHANNEL, CHANNEL_SEQ: steps loaded together
 constexpr int kFwdChannelTile = 32;                // CHANNEL_VEC: time steps per tile
 constexpr int kFwdChannelTiles = 4;                // CHANNEL_VEC: tiles per work item
 
