@@ -24,10 +24,10 @@
 #   report and doctor say why and nothing else runs, so a second try has device time left.
 #   precompile: every variant for this SM on every core (the compile throughput here), into a
 #   tier that the gpu tests read; the benchmarks keep a fresh cache so that their first calls
-#   really compile. Then: the gpu tests; the forward and backward benchmarks (every kernel path
-#   or layout, % of copy bandwidth, first-call cost); the call overhead; compute-sanitizer
-#   memcheck and racecheck over each forward and backward configuration once (--check-only);
-#   Nsight Compute metrics of the forward and backward kernels at the benchmark's shapes
+#   really compile. The forward and backward benchmarks (every kernel path or layout, % of copy
+#   bandwidth, first-call cost, a check against torch) come first; then the gpu tests; the call
+#   overhead; compute-sanitizer memcheck and racecheck over each forward and backward
+#   configuration once (--check-only); Nsight Compute metrics of the forward and backward kernels at the benchmark's shapes
 #   (--clock-control none: the card's clocks are left alone); the forward again with a persistent
 #   grid (CAUSAL_CONV1D_GRID_WAVES=1); cold compile times per variant with the driver's JIT
 #   cache off.
@@ -102,6 +102,8 @@ elif ! step gate 90 env CAUSAL_CONV1D_STRICT=1 "$PY" -m causal_conv1d demo --dev
   echo "the GPU path is not live here (gate failed): nothing else runs"
   finish
 fi
+step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
+step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
 if ((SKIP_GPU_TOOLS == 0)); then
   SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
   step precompile 90 "$PY" -m causal_conv1d precompile --out "$TIER" --arch "$SM"
@@ -110,8 +112,6 @@ if ((SKIP_GPU_TOOLS == 0)); then
   step gpu_tests 200 env CAUSAL_CONV1D_CACHE_PATH="$TIER" \
     "$PY" -m pytest -q -m gpu -p no:cacheprovider --maxfail 200 "${XDIST[@]}" tests/python
 fi
-step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
-step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
 ((SKIP_GPU_TOOLS)) || step call_overhead 40 "$PY" bench/call_overhead.py --device cuda
 if have compute-sanitizer; then
   # Out-of-bounds and misaligned accesses, then shared-memory races, on the real device (the
