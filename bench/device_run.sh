@@ -5,7 +5,7 @@
 # on the build machine:
 #   cmake -S . -B build/cmake -G Ninja && cmake --build build/cmake -j2 --target cc1d cc1d_pyargs bench_compile
 # then run this script there with carry=["build/cmake/libcc1d.so.0.2.0",
-# "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (6 MB; the whole build
+# "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (18 MB; the whole build
 # directory is over the 64 MiB a carry may hold; the libcc1d.so symlinks need not travel; the
 # argument packer serves the device's CPython whatever its version, and the report step says
 # whether it loaded).
