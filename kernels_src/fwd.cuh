@@ -82,6 +82,7 @@ CC1D_HD int fwd_time_slot(int i) { return i + i / 32; }
 
 template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void fwd_time_block(const FwdParams& p, long long b, long long c, long long chunk) {
+  static_assert(W - 1 <= kFwdItemsTime, "the buffer holds kFwdItemsTime entries before the warp's outputs");
   constexpr int ROUNDS = (kFwdTimeStage + 31) / 32, N = W - 1 + kFwdItemsTime;
   CC1D_SHARED_ARRAY(float, xsh, kFwdWarps * kFwdTimeStageWords);
   CC1D_SHARED_ARRAY(int, ssh, SEQ ? kFwdWarps * kFwdTimeStageWords : 1);

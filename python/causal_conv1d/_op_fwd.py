@@ -247,7 +247,7 @@ def _setup_context(ctx, inputs, output):
     ctx.silu = silu
     # A per-call backend= is the backward's too; a use_backend() block (which cc1d_torch's ops
     # receive as "name|source", _dispatch.context_choice) is not: the backward follows the
-    # context it runs in.
+    # context it runs in (on torch's own thread for CUDA tensors, the forward's: for_forward_of).
     ctx.backend = "" if "|" in backend else backend
     ctx.caller = _dispatch.forward_caller()
 
