@@ -6,7 +6,10 @@ aligned (time), channel-first with seq_idx (time_seq), channel-last (channel_vec
 with dim % 8 = 4 (channel) and channel-last with seq_idx (channel_seq).
 
 Each column times the backward alone: torch.autograd.grad(out, (x, weight, bias), dout,
-retain_graph=True) on a graph built once. GB/s counts x and dout read and dx written; the copy
+retain_graph=True) on a graph built once; on CUDA that includes the autograd engine's hand-off to
+its device thread (100-230 us a call on the H200 machine of 2026-12-04), so "direct" also times
+upstream's cpp_functions.causal_conv1d_bwd_function (mamba_ssm's call, no engine) on the same
+tensors. GB/s counts x and dout read and dx written; the copy
 moves a tensor of x's size, scaled to those three tensors. Also checks the gradients against the
 baseline's (float32 reference) and times each configuration's first backward (its three kernels
 compiled in one NVRTC program, or loaded from the disk cache). Prints markdown tables.
@@ -21,6 +24,7 @@ import time
 import torch
 
 from causal_conv1d import causal_conv1d_fn
+from causal_conv1d.cpp_functions import causal_conv1d_bwd_function
 from gpu_fwd import (Timer, baseline, baseline_seq, finish, library_report, make_seq_idx, make_x,  # same folder
                      parse_args, print_loaded)
 
@@ -83,20 +87,23 @@ def main():
                 _, again_base = grads(base, x, w, b, dout)
                 dst, src = torch.empty_like(x), x.contiguous()
                 t_ours = timer(again_ours)
+                t_direct = timer(lambda: causal_conv1d_bwd_function(x, w, b, dout, seq_idx, None, None, None, False, True,
+                                                                    backend=args.backend))
                 t_base = timer(again_base)
                 t_copy = timer(lambda: dst.copy_(x) if layout.startswith("channel-last") else dst.copy_(src)) * 1.5
-                rows.append(((B, Dx, Lx), str(dtype)[6:], layout, 3 * x.numel() * x.element_size(), t_ours, t_base,
-                             t_copy, err))
+                rows.append(((B, Dx, Lx), str(dtype)[6:], layout, 3 * x.numel() * x.element_size(), t_ours, t_direct,
+                             t_base, t_copy, err))
                 del x, dout, w, b, got, want, dst, src, again_ours, again_base
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
-    print("| shape (B,D,L) | dtype | layout | ours us | ours GB/s | copy GB/s | % of copy | baseline us "
-          "| speedup vs baseline | max rel err |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for shape, dt, layout, nbytes, t_o, t_b, t_c, err in rows:
+    print("| shape (B,D,L) | dtype | layout | ours us | ours GB/s | copy GB/s | % of copy | direct us | direct % of copy "
+          "| baseline us | speedup vs baseline | max rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for shape, dt, layout, nbytes, t_o, t_d, t_b, t_c, err in rows:
         print(f"| {shape} | {dt} | {layout} | {t_o * 1e6:.1f} | {nbytes / t_o / 1e9:.0f} | {nbytes / t_c / 1e9:.0f} | "
-              f"{100 * t_c / t_o:.0f}% | {t_b * 1e6:.1f} | {t_b / t_o:.2f}x | {err:.2g} |")
+              f"{100 * t_c / t_o:.0f}% | {t_d * 1e6:.1f} | {100 * t_c / t_d:.0f}% | {t_b * 1e6:.1f} | {t_b / t_o:.2f}x "
+              f"| {err:.2g} |")
     print("\nFirst backward per configuration (its kernels compiled in one program, or loaded; + sync), ms:\n")
     print("| variant | shape | first backward ms |")
     print("|---|---|---|")

@@ -14,7 +14,10 @@
 //  - causal_conv1d_bwd_finalize_kernel<TW>: sums the rows of acc in a fixed order into dweight and
 //    dbias, in weight's dtype.
 // Time layouts (any strides): a block walks one row's time segment backwards, chunk by chunk;
-// each thread owns 16 bytes' worth of steps (4 fp32 or 8 fp16/bf16). The left halo of x and the
+// each thread owns 16 bytes' worth of steps (4 fp32 or 8 fp16/bf16), a block's width apart, so
+// that a warp's loads and stores walk consecutive elements (coalesced at unit stride; steps next
+// to each other made each 2-byte load touch its own sector, 8x the sectors on an H200), and its
+// shared-memory reads hit consecutive banks. The left halo of x and the
 // right halo of g (carried from the later chunk, so silu is recomputed once) go through shared
 // memory. The block then reduces dweight and dbias in a fixed order. TIME_VEC (unit stride,
 // aligned rows, bwd_time_vec.cuh): a warp walks a segment with x, dout and dx in registers,
@@ -51,16 +54,17 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
   // Thread j < W-1 carries g(t0 + C + j), the right halo of the chunk at t0.
   float carry = tid < W - 1 ? bwd_g_at<TX, W, SEQ>(p, w, bias, b, c, s_end + tid) : 0.f;
   for (long long t0 = s_begin + (s_end - s_begin - 1) / C * C; t0 >= s_begin; t0 -= C) {
-    const long long my0 = t0 + (long long)tid * N;
+    // The thread's steps: q = j * kBwdThreads + tid, time t0 + q.
     float xv[N], dv[N];
     int sv[N];
     for (int j = 0; j < N; ++j) {
-      const bool in = my0 + j < p.seqlen;
-      xv[j] = in ? to_float(xrow[(my0 + j) * p.x_stride[2]]) : 0.f;
-      dv[j] = in ? to_float(drow[(my0 + j) * p.dout_stride[2]]) : 0.f;
+      const long long t = t0 + j * kBwdThreads + tid;
+      const bool in = t < p.seqlen;
+      xv[j] = in ? to_float(xrow[t * p.x_stride[2]]) : 0.f;
+      dv[j] = in ? to_float(drow[t * p.dout_stride[2]]) : 0.f;
     }
     if (SEQ)
-      for (int j = 0; j < N; ++j) sv[j] = bwd_seq(p, b, my0 + j);
+      for (int j = 0; j < N; ++j) sv[j] = bwd_seq(p, b, t0 + j * kBwdThreads + tid);
     float xl = 0.f;
     int sl = 0, sr = 0;
     if (tid < W - 1) {
@@ -71,9 +75,9 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
       }
     }
     __syncthreads();
-    for (int j = 0; j < N; ++j) xt[W - 1 + tid * N + j] = xv[j];
+    for (int j = 0; j < N; ++j) xt[W - 1 + j * kBwdThreads + tid] = xv[j];
     if (SEQ)
-      for (int j = 0; j < N; ++j) st[W - 1 + tid * N + j] = sv[j];
+      for (int j = 0; j < N; ++j) st[W - 1 + j * kBwdThreads + tid] = sv[j];
     if (tid < W - 1) {
       xt[tid] = xl;
       gt[C + tid] = carry;
@@ -87,7 +91,7 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
     float gv[N];
     if (p.silu) {
       for (int j = 0; j < N; ++j) {
-        const int q = tid * N + j;
+        const int q = j * kBwdThreads + tid;
         float z = bias;
         for (int k = 0; k < W; ++k) z += (!SEQ || st[q + k] == st[W - 1 + q]) ? w[k] * xt[q + k] : 0.f;
         gv[j] = dv[j] * silu_grad(z);
@@ -96,7 +100,7 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
       for (int j = 0; j < N; ++j) gv[j] = dv[j];
     }
     for (int j = 0; j < N; ++j) {
-      const int q = tid * N + j;
+      const int q = j * kBwdThreads + tid;
       if (SEQ) gv[j] = st[W - 1 + q] < 0 ? 0.f : gv[j];  // a padding token
       gt[q] = gv[j];
       db += gv[j];
@@ -106,17 +110,19 @@ CC1D_HD void bwd_time_segment(const BwdParams& p, long long b, long long c, long
     if (dxrow != nullptr) {
       float dxv[N];
       for (int j = 0; j < N; ++j) {
-        const int q = tid * N + j;
+        const int q = j * kBwdThreads + tid;
         const int cur = SEQ ? st[W - 1 + q] : 0;
         float a = 0.f;
         for (int k = 0; k < W; ++k)
           a += (!SEQ || st[2 * (W - 1) + q - k] == cur) ? w[k] * gt[q + W - 1 - k] : 0.f;
         dxv[j] = a;
       }
-      if (p.dfinal_states != nullptr && my0 + N > p.seqlen - (W - 1))  // the last W-1 steps only
-        for (int j = 0; j < N; ++j) dxv[j] += bwd_dfinal<TX>(p, W, b, c, my0 + j);
-      for (int j = 0; j < N; ++j)
-        if (my0 + j < p.seqlen) dxrow[(my0 + j) * p.dx_stride[2]] = from_float<TX>(dxv[j]);
+      if (p.dfinal_states != nullptr && t0 + C > p.seqlen - (W - 1))  // the last W-1 steps only
+        for (int j = 0; j < N; ++j) dxv[j] += bwd_dfinal<TX>(p, W, b, c, t0 + j * kBwdThreads + tid);
+      for (int j = 0; j < N; ++j) {
+        const long long t = t0 + j * kBwdThreads + tid;
+        if (t < p.seqlen) dxrow[t * p.dx_stride[2]] = from_float<TX>(dxv[j]);
+      }
     }
     if (t0 == 0 && p.dinitial_states != nullptr && tid < W - 1) {
       // x at s = tid - (W-1) < 0 (token 0's segment) reaches outputs 0..tid.
