@@ -70,76 +70,80 @@ CC1D_HD float fwd_tap(const FwdParams& p, const float (&w)[W], float bias, const
 }
 
 // ---- TIME and TIME_SEQ: one row (b, c) per item, any strides. Warp w owns kFwdWarpSpan
-// consecutive outputs and lane l the kFwdItemsTime from 8l; the warp stages its window (and
-// segment ids) through shared memory, so loads and stores walk consecutive elements across
-// lanes (coalesced where the time stride is 1: rows that are not 16-byte aligned) while each
-// lane computes 8 consecutive outputs. Lanes 8 elements apart made each load touch 16 sectors
-// for 2 bytes each (20% of copy bandwidth on an H200). Entry i of a warp's buffer is time
-// tw0-8+i, padded by a word per 32 so that lanes reading 8 apart hit distinct banks.
+// consecutive outputs, lane l those at 32j + l (j < kFwdItemsTime): the warp's loads and stores
+// walk consecutive elements (coalesced where the time stride is 1: rows that are not 16-byte
+// aligned), and the window, staged in shared memory (segment ids too), is read at consecutive
+// banks with constant offsets. Lanes owning 8 neighbouring steps made each 2-byte load touch its
+// own sector (20% of copy bandwidth on an H200); staging their outputs back through shared
+// memory then made the kernel bound by instruction issue (30%). Entry i of a warp's buffer is
+// time tw0-8+i.
 constexpr int kFwdTimeStage = kFwdWarpSpan + kFwdItemsTime;  // window entries per warp
-constexpr int kFwdTimeStageWords = kFwdTimeStage + kFwdTimeStage / 32 + 1;
-CC1D_HD int fwd_time_slot(int i) { return i + i / 32; }
 
 template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void fwd_time_block(const FwdParams& p, long long b, long long c, long long chunk) {
   static_assert(W - 1 <= kFwdItemsTime, "the buffer holds kFwdItemsTime entries before the warp's outputs");
-  constexpr int ROUNDS = (kFwdTimeStage + 31) / 32, N = W - 1 + kFwdItemsTime;
-  CC1D_SHARED_ARRAY(float, xsh, kFwdWarps * kFwdTimeStageWords);
-  CC1D_SHARED_ARRAY(int, ssh, SEQ ? kFwdWarps * kFwdTimeStageWords : 1);
+  constexpr int ROUNDS = (kFwdTimeStage + 31) / 32;
+  CC1D_SHARED_ARRAY(float, xsh, kFwdWarps * kFwdTimeStage);
+  CC1D_SHARED_ARRAY(int, ssh, SEQ ? kFwdWarps * kFwdTimeStage : 1);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long tw0 = chunk * (long long)(kFwdThreads * kFwdItemsTime) + (long long)warp * kFwdWarpSpan;
   if (tw0 >= p.seqlen) return;  // uniform in the warp
-  float* xw = xsh + warp * kFwdTimeStageWords;
-  int* sw = ssh + (SEQ ? warp * kFwdTimeStageWords : 0);
+  float* xw = xsh + warp * kFwdTimeStage;
+  int* sw = ssh + (SEQ ? warp * kFwdTimeStage : 0);
   float w[W], bias;
   fwd_load_weights<TW, W>(p, c, w, bias);
-  // All loads first (predicated: entries past the row's end read 0, before its start the
-  // initial states or 0), then the stores into the buffer.
+  // All loads first, then the stores into the buffer.
   const long long s0 = tw0 - kFwdItemsTime + lane;  // time of this lane's first entry
+  const long long xs = p.x_stride[2];
   const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
   float v[ROUNDS];
   int q[ROUNDS] = {};
-  for (int r = 0; r < ROUNDS; ++r) {
-    const long long s = s0 + r * 32;
-    const bool used = r * 32 + lane < kFwdTimeStage;
-    v[r] = used && s >= 0 && s < p.seqlen ? to_float(xr[s * p.x_stride[2]]) : 0.f;
-    if constexpr (SEQ) q[r] = used ? fwd_load_seq(p, b, s) : 0;
-  }
-  if (s0 < 0 && s0 >= -(W - 1)) v[0] = fwd_load_x<TX>(p, W, b, c, s0);  // a row's first warp: the states
-  __syncwarp();  // the warp's previous item is done with its buffer
-  for (int r = 0; r < ROUNDS; ++r) {
-    const int i = r * 32 + lane;
-    if (i < kFwdTimeStage) {
-      xw[fwd_time_slot(i)] = v[r];
-      if constexpr (SEQ) sw[fwd_time_slot(i)] = q[r];
-    }
-  }
-  __syncwarp();
-  const int first = kFwdItemsTime * (lane + 1) - (W - 1);  // entry of this lane's first window input
-  float xv[N], o[kFwdItemsTime];
-  for (int i = 0; i < N; ++i) xv[i] = xw[fwd_time_slot(first + i)];
-  if constexpr (SEQ) {
-    int sq[N];
-    for (int i = 0; i < N; ++i) sq[i] = sw[fwd_time_slot(first + i)];
-    for (int j = 0; j < kFwdItemsTime; ++j) {
-      const int cur = sq[j + W - 1];
-      float m[W];  // taps of other segments are masked
-      for (int k = 0; k < W; ++k) m[k] = sq[j + k] == cur ? xv[j + k] : 0.f;
-      o[j] = cur < 0 ? 0.f : fwd_tap<W>(p, w, bias, m);
+  if (tw0 >= kFwdItemsTime && tw0 - kFwdItemsTime + kFwdTimeStage <= p.seqlen) {
+    // Interior (almost every warp): the window lies in the row; pointers walk it, no checks.
+    const TX* __restrict__ xp = xr + s0 * xs;
+    for (int r = 0; r < ROUNDS; ++r, xp += 32 * xs) v[r] = r * 32 + lane < kFwdTimeStage ? to_float(*xp) : 0.f;
+    if constexpr (SEQ) {
+      const int* __restrict__ sp = p.seq_idx + b * p.seq_stride[0] + s0 * p.seq_stride[1];
+      for (int r = 0; r < ROUNDS; ++r, sp += 32 * p.seq_stride[1]) q[r] = r * 32 + lane < kFwdTimeStage ? *sp : 0;
     }
   } else {
-    for (int j = 0; j < kFwdItemsTime; ++j) o[j] = fwd_tap<W>(p, w, bias, xv + j);
+    // A row's ends: entries past the end read 0, before the start the initial states or 0.
+    for (int r = 0; r < ROUNDS; ++r) {
+      const long long s = s0 + r * 32;
+      const bool used = r * 32 + lane < kFwdTimeStage;
+      v[r] = used && s >= 0 && s < p.seqlen ? to_float(xr[s * xs]) : 0.f;
+      if constexpr (SEQ) q[r] = used ? fwd_load_seq(p, b, s) : 0;
+    }
+    if (s0 < 0 && s0 >= -(W - 1)) v[0] = fwd_load_x<TX>(p, W, b, c, s0);
   }
-  __syncwarp();  // every lane has read its window: the buffer now takes the outputs
-  for (int j = 0; j < kFwdItemsTime; ++j) xw[fwd_time_slot(lane * kFwdItemsTime + j)] = o[j];
+  __syncwarp();  // the warp's previous item is done with its buffer
+  for (int r = 0; r < ROUNDS; ++r) {
+    if (r * 32 + lane < kFwdTimeStage) {
+      xw[r * 32 + lane] = v[r];
+      if constexpr (SEQ) sw[r * 32 + lane] = q[r];
+    }
+  }
   __syncwarp();
-  TX* __restrict__ out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
-  for (int r = 0; r < kFwdItemsTime; ++r) {
-    const int i = r * 32 + lane;
-    if (tw0 + i < p.seqlen) out[(tw0 + i) * p.out_stride[2]] = from_float<TX>(xw[fwd_time_slot(i)]);
+  // Output 32j + l reads entries 32j + l + kFwdItemsTime - (W-1) + k, k < W.
+  const float* xl = xw + lane + kFwdItemsTime - (W - 1);
+  const int* sl = sw + lane + kFwdItemsTime - (W - 1);
+  const long long os = p.out_stride[2];
+  TX* __restrict__ out = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1] + (tw0 + lane) * os;
+  for (int j = 0; j < kFwdItemsTime; ++j) {
+    if (tw0 + lane + 32 * j >= p.seqlen) break;
+    float x[W];
+    for (int k = 0; k < W; ++k) x[k] = xl[32 * j + k];
+    float y;
+    if constexpr (SEQ) {
+      const int cur = sl[32 * j + W - 1];
+      for (int k = 0; k < W - 1; ++k) x[k] = sl[32 * j + k] == cur ? x[k] : 0.f;  // taps of other segments
+      y = cur < 0 ? 0.f : fwd_tap<W>(p, w, bias, x);
+    } else {
+      y = fwd_tap<W>(p, w, bias, x);
+    }
+    out[32 * j * os] = from_float<TX>(y);
   }
-  const long long t0 = tw0 + lane * kFwdItemsTime;  // this lane's outputs
-  if (p.final_states && t0 < p.seqlen && p.seqlen - 1 < t0 + kFwdItemsTime) fwd_write_final<TX>(p, W, b, c);
+  if (p.final_states && lane == 0 && p.seqlen - 1 < tw0 + kFwdWarpSpan) fwd_write_final<TX>(p, W, b, c);
 }
 
 // ---- TIME_VEC: a warp computes kFwdVecSegment steps of one row, kFwdWarpSpan at a time. Lane
