@@ -27,10 +27,10 @@
 #   really compile. The forward and backward benchmarks (every kernel path or layout, % of copy
 #   bandwidth, first-call cost, a check against torch) come first; then the gpu tests; the call
 #   overhead; compute-sanitizer memcheck and racecheck over each forward and backward
-#   configuration once (--check-only); Nsight Compute metrics of the forward and backward kernels at the benchmark's shapes
-#   (--clock-control none: the card's clocks are left alone); the forward again with a persistent
-#   grid (CAUSAL_CONV1D_GRID_WAVES=1); cold compile times per variant with the driver's JIT
-#   cache off.
+#   configuration once (--check-only); Nsight Compute metrics of the forward and backward main
+#   kernels at the benchmarks' shapes (--clock-control none: the card's clocks are left alone);
+#   the forward again with a persistent grid (CAUSAL_CONV1D_GRID_WAVES=1); cold compile times per
+#   variant with the driver's JIT cache off.
 # --rehearse checks the script on a machine without a GPU: the benchmarks run --quick on the cpu
 # backend and the GPU-only tools are skipped.
 set -uo pipefail
@@ -127,8 +127,8 @@ if have ncu; then
   # DRAM bytes, sectors per request, instructions and achieved occupancy of each configuration's
   # kernels at the benchmarks' full shapes (--check-only: each configuration runs once).
   NCU=(ncu --clock-control none --metrics dram__bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size)
-  step ncu 120 "${NCU[@]}" --kernel-name regex:causal_conv1d_fwd --launch-count 16 "$PY" bench/gpu_fwd.py --check-only
-  step ncu_bwd 120 "${NCU[@]}" --kernel-name regex:causal_conv1d_bwd --launch-count 16 "$PY" bench/gpu_bwd.py --check-only
+  step ncu 120 "${NCU[@]}" --kernel-name regex:causal_conv1d_fwd_kernel --launch-count 16 "$PY" bench/gpu_fwd.py --check-only
+  step ncu_bwd 120 "${NCU[@]}" --kernel-name regex:causal_conv1d_bwd_kernel --launch-count 16 "$PY" bench/gpu_bwd.py --check-only
 fi
 # The forward again with a persistent grid (one wave of resident blocks per launch), beside the
 # default grid of gpu_fwd: which is faster is this device's to say (RESULTS.md, "Waves").

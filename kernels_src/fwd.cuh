@@ -262,13 +262,14 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
   TX* __restrict__ op = ob + t0 * os;
   const int* __restrict__ sp = SEQ ? p.seq_idx + b * p.seq_stride[0] + t0 * p.seq_stride[1] : nullptr;
 #pragma unroll 1
-  for (long long t = t0; t < t_end; t += U, xp += U * xs, op += U * os) {
+  const long long ss = SEQ ? p.seq_stride[1] : 0;
+  for (long long t = t0; t < t_end; t += U, xp += U * xs, op += U * os, sp += U * ss) {
     const int n = t_end - t < U ? (int)(t_end - t) : U;
     float xv[U];
     int sv[U] = {};
     for (int u = 0; u < U; ++u) xv[u] = u < n ? to_float(xp[u * xs]) : 0.f;
     if constexpr (SEQ)
-      for (int u = 0; u < U; ++u) sv[u] = u < n ? sp[(t - t0 + u) * p.seq_stride[1]] : 0;
+      for (int u = 0; u < U; ++u) sv[u] = u < n ? sp[u * ss] : 0;
     for (int u = 0; u < U && u < n; ++u) {
       shift_in(xv[u], sv[u]);
       float m[W];
