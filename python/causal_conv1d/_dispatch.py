@@ -73,19 +73,36 @@ class BackendChoice:
         return f"{self.backend} ({self.reason})"
 
 
-_tls = threading.local()
+class _ThreadState(threading.local):
+    """Per thread: `slot`, a one-element list holding last_backend() (a list, so that a backward
+    on torch's own thread can write into the forward's thread's: for_forward_of), and `also`,
+    the forward's slot while such a backward runs. Class defaults instead of missing attributes:
+    getattr of a missing attribute on a threading.local costs over a microsecond a call."""
+
+    slot: Optional[list] = None
+    also: Optional[list] = None
+
+
+_tls = _ThreadState()
+
+
+def _slot() -> list:
+    slot = _tls.slot
+    if slot is None:
+        slot = _tls.slot = [None]
+    return slot
 
 
 def _record(choice: BackendChoice) -> None:
     """Sets last_backend() on this thread, and on the forward's thread when this is a backward
     that torch's autograd engine runs on a thread of its own (for_forward_of)."""
-    try:
-        _tls.slot[0] = choice
-    except AttributeError:
-        _tls.slot = [choice]
-    also = getattr(_tls, "also", None)
-    if also is not None:
-        also[0] = choice
+    tls = _tls
+    if tls.slot is None:
+        tls.slot = [choice]
+    else:
+        tls.slot[0] = choice
+    if tls.also is not None:
+        tls.also[0] = choice
 
 
 def record_choice(c: dict) -> None:
@@ -98,37 +115,41 @@ def record_choice(c: dict) -> None:
 def last_backend() -> Optional[BackendChoice]:
     """The BackendChoice of the last op call on this thread (None before the first); a backward
     counts for the thread that ran its forward."""
-    slot = getattr(_tls, "slot", None)
-    return slot[0] if slot is not None else None
+    return _slot()[0]
 
 
 def forward_caller() -> tuple:
     """What a forward saves for its backward (for_forward_of): this thread, its last_backend()
     record and its use_backend() block."""
-    try:
-        slot = _tls.slot
-    except AttributeError:
-        slot = _tls.slot = [None]
-    return threading.get_ident(), slot, _context_backend.get()
+    return threading.get_ident(), _slot(), _context_backend.get()
 
 
-@contextlib.contextmanager
+class _ForForwardOf:
+    """for_forward_of's context on torch's own thread."""
+
+    def __init__(self, slot: list, context) -> None:
+        self.slot, self.context = slot, context
+
+    def __enter__(self) -> None:
+        self.prev, _tls.also = _tls.also, self.slot
+        self.token = _context_backend.set(self.context)
+
+    def __exit__(self, *exc) -> None:
+        _context_backend.reset(self.token)
+        _tls.also = self.prev
+
+
+_SAME_THREAD = contextlib.nullcontext()
+
+
 def for_forward_of(caller: tuple):
-    """Around a backward. On CUDA tensors torch's autograd engine runs it on a device thread of
-    its own, which neither the caller's use_backend() block nor its last_backend() reach: there
-    the backward follows the forward's block and records into the forward's thread. On the
-    forward's own thread (host tensors) nothing changes: the block around backward() applies."""
+    """The context to run a backward in. On CUDA tensors torch's autograd engine runs it on a
+    device thread of its own, which neither the caller's use_backend() block nor its
+    last_backend() reach: there the backward follows the forward's block and records into the
+    forward's thread. On the forward's own thread (host tensors) nothing changes: the block
+    around backward() applies."""
     ident, slot, context = caller
-    if ident == threading.get_ident():
-        yield
-        return
-    prev, _tls.also = getattr(_tls, "also", None), slot
-    token = _context_backend.set(context)
-    try:
-        yield
-    finally:
-        _context_backend.reset(token)
-        _tls.also = prev
+    return _SAME_THREAD if ident == threading.get_ident() else _ForForwardOf(slot, context)
 
 
 class OpCall(NamedTuple):
