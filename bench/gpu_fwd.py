@@ -17,7 +17,6 @@ under compute-sanitizer).
 """
 import argparse
 import json
-import os
 import statistics
 import time
 
