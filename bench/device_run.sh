@@ -63,7 +63,7 @@ FAILED=0  # steps that exited non-zero or timed out: the script's own exit statu
 step() {
   local name=$1 max=$2 left lim t0 rc
   shift 2
-  [[ "$STEPS" == " all " || "$STEPS" == *" $name "* ]] || return 0
+  [[ "$STEPS" == " all " || "$STEPS" == *" $name "* || "$STEPS" == *" ${name%%-*} "* ]] || return 0
   left=$((DEADLINE - $(date +%s)))
   if ((left < 20)); then
     echo "| $name | skipped: ${left} s of the budget left | |" >> "$LOGS/steps.md"
@@ -83,9 +83,15 @@ have() { ((SKIP_GPU_TOOLS == 0)) && command -v "$1" > /dev/null 2>&1; }
 # finish: the tables and step statuses last (a reply carries the end), the logs into $OUT.
 finish() {
   echo
-  for f in gpu_fwd gpu_bwd gpu_fwd_waves1; do
+  for f in gpu_bwd gpu_fwd_waves1; do
     [ -f "$LOGS/$f.txt" ] && { echo "== $f"; grep -E '^\| \(|MISMATCH|match the baseline' "$LOGS/$f.txt"; }
   done
+  # The forward's logs side by side (this tree's first), one table.
+  local logs=()
+  for f in "$LOGS"/gpu_fwd.txt "$LOGS"/variants-*.txt; do
+    [ -f "$f" ] && logs+=("$(basename "$f" .txt | sed 's/^variants-//; s/^gpu_fwd$/tree/')=$f")
+  done
+  ((${#logs[@]})) && { echo "== forward, % of copy"; "$PY" bench/fwd_compare.py "${logs[@]}"; grep -hE 'MISMATCH' "$LOGS"/gpu_fwd.txt "$LOGS"/variants-*.txt 2> /dev/null; }
   echo
   cat "$LOGS/steps.md"
   tar czf "$OUT/logs.tgz" -C "$LOGS" .
@@ -104,6 +110,17 @@ elif ! step gate 90 env CAUSAL_CONV1D_STRICT=1 "$PY" -m causal_conv1d demo --dev
 fi
 step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
+# Tuning experiments: the forward benchmark once per copy of the kernels with one knob changed
+# (bench/kernel_variants.sh; with CC1D_VARIANTS_BASE, also the kernel sources in that directory),
+# beside gpu_fwd above (the working tree's). Steps variants-<name>; "variants" selects them all.
+if [[ "$STEPS" == " all " || "$STEPS" == *" variants"* ]] && ((SKIP_GPU_TOOLS == 0)); then
+  VARIANTS=/tmp/cc1d-kernel-variants
+  bench/kernel_variants.sh "$VARIANTS" ${CC1D_VARIANTS_BASE:-} > /dev/null
+  for d in "$VARIANTS"/*/; do
+    n=$(basename "$d")
+    step "variants-$n" 60 env CAUSAL_CONV1D_KERNEL_DIR="$d" "$PY" bench/gpu_fwd.py
+  done
+fi
 if ((SKIP_GPU_TOOLS == 0)); then
   SM=$("$PY" -c "import torch; c = torch.cuda.get_device_capability(0); print(c[0] * 10 + c[1])")
   step precompile 90 "$PY" -m causal_conv1d precompile --out "$TIER" --arch "$SM"
