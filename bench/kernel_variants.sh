@@ -33,18 +33,14 @@ variant() {
   echo "$name"
 }
 
-LB='__launch_bounds__(kFwdThreads) causal_conv1d_fwd_kernel'
-# At most 40 and 32 registers (12 and 16 blocks of 128 threads an SM): the 16-bit vector paths
-# hold 56-64 and run at 50-56% occupancy, the fp32 channel-last one 32 at 100%.
-variant fwd_regs40 fwd.cuh "$LB" '__launch_bounds__(kFwdThreads, 12) causal_conv1d_fwd_kernel'
-variant fwd_regs32 fwd.cuh "$LB" '__launch_bounds__(kFwdThreads, 16) causal_conv1d_fwd_kernel'
-# Channel-last tiles of 64 steps, 2 per item: 3 halo rows per 64 instead of per 32, one load
-# round of 16 bytes more in flight per thread, half the barriers.
+# (Register caps of 40 and 32, __launch_bounds__(kFwdThreads, 12 or 16), were tried on an H200
+# on 2026-12-04: they spilled, and the 16-bit vector paths ran 23-156% slower; RESULTS.md,
+# "Kernel variants".)
+# Channel-last tiles of 64 steps, 2 per item: 3 halo rows per 64 instead of per 32, more rows
+# copied per batch, half the barriers.
 TILE='constexpr int kFwdChannelTile = 32;'
 TILES='constexpr int kFwdChannelTiles = 4;'
 variant fwd_tile64 fwd_params.h "$TILE" 'constexpr int kFwdChannelTile = 64;' fwd_params.h "$TILES" 'constexpr int kFwdChannelTiles = 2;'
-variant fwd_tile64_regs40 fwd_params.h "$TILE" 'constexpr int kFwdChannelTile = 64;' fwd_params.h "$TILES" \
-  'constexpr int kFwdChannelTiles = 2;' fwd.cuh "$LB" '__launch_bounds__(kFwdThreads, 12) causal_conv1d_fwd_kernel'
 if [ -n "${2:-}" ]; then
   cp -r "$2" "$out/base"
   echo base

@@ -75,4 +75,48 @@ CC1D_HD void store16_shared(T* p, const unsigned (&w)[4]) {
 #endif
 }
 
+// Asynchronous 16-byte copies from global to shared memory (cp.async, sm_80 and newer): no
+// registers hold the data, so a block's next tile loads while it computes the current one.
+// `valid` false writes 16 zero bytes and reads nothing. A thread's copies become visible to it
+// after async_wait<N>() (all but its N most recent committed groups are done), to the block after
+// a barrier that follows that wait. Before sm_80, and in the emulator, the copy is synchronous.
+// The destination is a shared-memory address (smem_addr, then byte offsets), so the conversion
+// from a generic pointer happens once, not per copy.
+#if defined(__CUDA_ARCH__)
+using SmemAddr = unsigned;
+CC1D_HD SmemAddr smem_addr(const void* p) {
+  unsigned s;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(s) : "l"(p));
+  return s;
+}
+#else
+using SmemAddr = unsigned long long;
+CC1D_HD SmemAddr smem_addr(const void* p) { return reinterpret_cast<SmemAddr>(p); }
+#endif
+CC1D_HD void async_copy16(SmemAddr dst, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+#else
+  unsigned w[4] = {0, 0, 0, 0};
+  if (valid) load16(static_cast<const unsigned*>(gmem), w);
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+               : "memory");
+#else
+  store16_shared(reinterpret_cast<unsigned*>(dst), w);
+#endif
+#endif
+}
+CC1D_HD void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+CC1D_HD void async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 }  // namespace cc1d

@@ -288,12 +288,14 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
 }
 
 // ---- CHANNEL_VEC: a block computes kFwdChannelTiles tiles of kFwdChannelTile time steps x 128
-// bytes of channels (64 16-bit or 32 fp32 ones), one after the other. Per tile, 16-byte loads
-// fill a shared tile of the window (with the W-1 steps before it: x, the initial states or
-// zeros); then lane l of warp w walks the channels of word l (two 16-bit ones or one fp32) over
-// the tile's rows [8w, 8w+8), writing its outputs into a second shared tile, which 16-byte
-// stores write out. The final states are the last W-1 rows of the input tile. Three barriers
-// per tile, as upstream's kernel.
+// bytes of channels (64 16-bit or 32 fp32 ones), one after the other. A tile's input rows (with
+// the W-1 steps before it: x, the initial states or zeros) reach shared memory by asynchronous
+// 16-byte copies, issued a tile ahead into the other of two buffers, so the next tile loads
+// while this one computes and no registers stage the data (staging through registers left bf16
+// at 56 registers and 75-78% of the copy on an H200). Lane l of warp w walks the channels of
+// word l (two 16-bit ones or one fp32) over the tile's rows [8w, 8w+8), writing its outputs into
+// a shared output tile, which 16-byte stores write out. The final states are the last W-1 rows
+// of the last input tile. Two barriers per tile.
 template <typename TX, typename TW, int W, int ACT>
 CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, long long run) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
@@ -304,8 +306,10 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   constexpr int T = kFwdChannelTile;           // output rows
   constexpr int R = T + W - 1;                 // input rows
   constexpr int STEPS = T / kFwdWarps;         // rows per warp
-  CC1D_SHARED_ARRAY(unsigned, xs, R * 32);
+  constexpr int ROUNDS = (R + RR - 1) / RR;
+  CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * 32);
   CC1D_SHARED_ARRAY(unsigned, ys, T * 32);
+  const SmemAddr xbuf_addr = smem_addr(xbuf);
   const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
   const int lane = tid & 31, r0 = (tid >> 5) * STEPS;         // compute: word, first row
   const long long c0 = cb * C;
@@ -321,35 +325,52 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   for (int i = 0; i < CPW; ++i)
     if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
 
+  // The copies of the tile at time t into xs: input row r is time t-(W-1)+r; rows in [lo, hi)
+  // exist in x, the others read zeros, except the initial states' rows (written below).
+  auto issue = [&](long long t, const TX* __restrict__ xt, int buf) {
+    SmemAddr dst = xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4);
+    constexpr int kRound = RR * 32 * 4;  // bytes of shared memory per load round
+    if (t >= W - 1 && t + T <= p.seqlen) {  // inside the row (almost every tile): no row checks
+      for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t, dst += kRound)
+        if (i * RR + lr < R) async_copy16(dst, lv_ok ? xt : p.x, lv_ok);
+    } else {  // a row's first or last tile: rolled, it is rare
+      const long long left = p.seqlen - t + (W - 1);
+      const int lo = t < W - 1 ? (int)(W - 1 - t) : 0, hi = left < R ? (int)left : R;
+      const int skip = p.initial_states != nullptr ? lo : 0;
+#pragma unroll 1
+      for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t, dst += kRound) {
+        const int r = i * RR + lr;
+        const bool in_x = r >= lo && r < hi && lv_ok;
+        if (r < R && r >= skip) async_copy16(dst, in_x ? xt : p.x, in_x);
+      }
+    }
+    async_commit();
+  };
+  __syncthreads();  // the block's previous item is done with both buffers and ys
+  issue(t0, xtile, 0);
+  const unsigned* xs = xbuf;
 #pragma unroll 1
   for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T, xtile += T * xs_t, otile += T * os_t) {
-    __syncthreads();  // the previous tile is done with xs and ys
-    // Input row r is time t0-(W-1)+r; rows in [lo, hi) exist in x.
-    const long long left = p.seqlen - t0 + (W - 1);
-    const int lo = t0 < W - 1 ? (int)(W - 1 - t0) : 0, hi = left < R ? (int)left : R;
-    // All loads of the window first, then the shared stores. (The loop's bound is uniform in
-    // the block.)
-    constexpr int ROUNDS = (R + RR - 1) / RR;
-    unsigned u[ROUNDS][4];
-    const TX* __restrict__ xt = xtile;
-    for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t) {
-      const int r = i * RR + lr;
-      for (int j = 0; j < 4; ++j) u[i][j] = 0;
-      if (r >= lo && r < hi && lv_ok) load16(xt, u[i]);
-    }
-    const int init_rows = p.initial_states != nullptr ? lo : 0;  // written below instead
-    for (int i = 0; i < ROUNDS; ++i)
-      if (i * RR + lr < R && i * RR + lr >= init_rows) store16_shared(xs + (i * RR + lr) * 32 + lv * 4, u[i]);
-    if (init_rows > 0) {  // the first tile of a row: rare, rolled
+    unsigned* cur = xbuf + (k & 1) * R * 32;
+    xs = cur;
+    // The next tile's copies go into the buffer the previous tile computed from (a barrier ago).
+    const bool next = k + 1 < kFwdChannelTiles && t0 + T < p.seqlen;  // uniform in the block
+    if (next) issue(t0 + T, xtile + T * xs_t, (k + 1) & 1);
+    if (t0 < W - 1 && p.initial_states != nullptr) {  // the first tile of a row: rare, rolled
 #pragma unroll 1
-      for (int idx = tid; idx < init_rows * 32; idx += kFwdThreads) {
+      for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kFwdThreads) {
         float f[CPW];
         for (int i = 0; i < CPW; ++i) {
           const long long c = c0 + (idx % 32) * CPW + i;
           f[i] = c < p.dim ? fwd_load_x<TX>(p, W, b, c, t0 - (W - 1) + idx / 32) : 0.f;
         }
-        pack_words<TX>(f, xs + idx);
+        pack_words<TX>(f, cur + idx);
       }
+    }
+    if (next) {
+      async_wait<1>();  // this tile's copies are done, the next one's may still be in flight
+    } else {
+      async_wait<0>();
     }
     __syncthreads();
 
@@ -372,11 +393,12 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     }
     __syncthreads();
 
+    const long long left = p.seqlen - t0;  // output rows of this tile in x: min(left, T)
     TX* __restrict__ ot = otile;
     for (int i = 0; i < T / RR; ++i, ot += RR * os_t) {
       unsigned o[4];
       load16(ys + (i * RR + lr) * 32 + lv * 4, o);
-      if (i * RR + lr < hi - (W - 1) && lv_ok) store16(ot, o);
+      if (i * RR + lr < left && lv_ok) store16(ot, o);
     }
   }
   // The last tile of a row holds the final states in its input rows: x at seqlen-(W-1)+j is
