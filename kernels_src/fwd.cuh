@@ -184,21 +184,33 @@ struct TimeVec {
     for (int i = 0; i < kFwdItemsTime; ++i) o[i] = fwd_tap<W, ACT>(p, w, bias, xv + i);
   }
 
+  // Rows need not start on 16 bytes: the vector steps start at the row's first 16-byte aligned
+  // element `a` (x's and out's rows share their offset mod 16: the planner checks), and segment
+  // 0's lanes compute the a < 16 / sizeof(TX) outputs before it one each. (A row of odd
+  // length makes every other row start unaligned; these rows took the generic path at 40% of
+  // the copy on an H200.)
   static CC1D_HD void warp(const FwdParams& p, long long b, long long c, long long seg, const float (&w)[W],
                            float bias) {
     const int lane = threadIdx.x & 31;
-    const long long s0 = seg * kFwdVecSegment;
-    const long long s_end = s0 + kFwdVecSegment < p.seqlen ? s0 + kFwdVecSegment : p.seqlen;
     const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
     TX* __restrict__ outr = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
+    const int a = (int)((16 - (reinterpret_cast<unsigned long long>(xr) & 15)) & 15) / (int)sizeof(TX);
+    const long long s0 = a + seg * kFwdVecSegment;
+    if (seg > 0 && s0 >= p.seqlen) return;  // the row's last segment, shifted past its end
+    const long long s_end = s0 + kFwdVecSegment < p.seqlen ? s0 + kFwdVecSegment : p.seqlen;
+    if (seg == 0 && lane < a && lane < p.seqlen) {
+      float x[W];
+      for (int k = 0; k < W; ++k) x[k] = fwd_load_x<TX>(p, W, b, c, lane - (W - 1) + k);
+      outr[lane] = from_float<TX>(fwd_tap<W, ACT>(p, w, bias, x));
+    }
     unsigned carry[kWords] = {};
     if (lane == 0) {
-      if (s0 > 0) {
+      if (s0 >= kFwdItemsTime) {
         load(xr + s0 - kFwdItemsTime, carry);
-      } else if (p.initial_states != nullptr) {
+      } else {  // segment 0: the W-1 inputs before s0, from x, the initial states or zeros
         float f[kFwdItemsTime] = {};
         for (int i = kFwdItemsTime - (W - 1); i < kFwdItemsTime; ++i)
-          f[i] = fwd_load_x<TX>(p, W, b, c, i - kFwdItemsTime);
+          f[i] = fwd_load_x<TX>(p, W, b, c, s0 - kFwdItemsTime + i);
         pack_words<TX>(f, carry);
       }
     }
@@ -208,13 +220,13 @@ struct TimeVec {
     TX* __restrict__ op = outr + s0 + lane * kFwdItemsTime;
     const int full = (int)((s_end - s0) / kFwdWarpSpan);
     unsigned ring[kAhead][kWords] = {}, cur[kWords];
-    for (int a = 0; a < kAhead; ++a)
-      if (a < full) load(xp + a * kFwdWarpSpan, ring[a]);
+    for (int r = 0; r < kAhead; ++r)
+      if (r < full) load(xp + r * kFwdWarpSpan, ring[r]);
 #pragma unroll 1
     for (int i = 0; i < full; ++i, xp += kFwdWarpSpan, op += kFwdWarpSpan) {
       for (int j = 0; j < kWords; ++j) cur[j] = ring[0][j];
-      for (int a = 0; a + 1 < kAhead; ++a)
-        for (int j = 0; j < kWords; ++j) ring[a][j] = ring[a + 1][j];
+      for (int r = 0; r + 1 < kAhead; ++r)
+        for (int j = 0; j < kWords; ++j) ring[r][j] = ring[r + 1][j];
       if (kAhead < kFwdVecSegment / kFwdWarpSpan && i + kAhead < full) load(xp + kAhead * kFwdWarpSpan, ring[kAhead - 1]);
       float o[kFwdItemsTime];
       compute(p, lane, w, bias, cur, carry, o);

@@ -18,6 +18,7 @@ struct FwdCase {
   int64_t B, D, L;
   bool bias, silu, seq, init, fin;
   int max_segment = 9;  // seq_idx segments of 1..max_segment steps
+  bool out_contiguous = false;  // out channel-first contiguous whatever x's layout
 };
 
 inline std::string describe(const FwdCase& c) {
@@ -26,7 +27,7 @@ inline std::string describe(const FwdCase& c) {
          layout_name(c.layout) + " B,D,L=" + std::to_string(c.B) + "," + std::to_string(c.D) + "," +
          std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq" : "") +
          (c.init ? " init" : "") + (c.fin ? " final" : "") +
-         (c.seq ? " segments<=" + std::to_string(c.max_segment) : "");
+         (c.seq ? " segments<=" + std::to_string(c.max_segment) : "") + (c.out_contiguous ? " out contiguous" : "");
 }
 
 // Storage elements of `t` that no logical index reaches (gaps of a strided view).
@@ -55,8 +56,9 @@ void check_fwd_case(const FwdCase& c, std::mt19937& rng, Execute&& execute) {
   HostTensor seq = random_segments(c.B, c.L, rng, c.max_segment);
   HostTensor init = HostTensor::contiguous(c.xdt, {c.B, c.D, c.width - 1});
   init.randomize(rng);
-  // Outputs mirror x's layout; final states are channel-last-like when x is.
-  HostTensor out = make_x(c.xdt, c.B, c.D, c.L, c.layout);
+  // Outputs mirror x's layout (unless out_contiguous); final states are channel-last-like when
+  // x is.
+  HostTensor out = make_x(c.xdt, c.B, c.D, c.L, c.out_contiguous ? Layout::ChannelFirst : c.layout);
   out.fill_all(NAN);
   HostTensor fin = c.layout == Layout::ChannelLast
                        ? HostTensor(c.xdt, {c.B, c.D, c.width - 1}, {(c.width - 1) * c.D, 1, c.D})

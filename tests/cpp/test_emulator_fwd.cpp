@@ -38,32 +38,37 @@ TEST_CASE("emulate: every forward variant against the float64 reference") {
   for (int xdt : dts)
     for (int wdt : dts)
       for (int width = 1; width <= CC1D_MAX_WIDTH; ++width) {
-        // Generic paths: channel-first rows that are not 16-byte aligned and strided views walk
-        // time, channel-last with dim % 8 != 0 walks channels; seq_idx takes the _seq paths.
-        // Per variant: no options; all five options over several time chunks; states with a
-        // sequence shorter than width-1; seq_idx with final states only.
+        // Generic paths: a strided view (time stride 1) with a contiguous out, whose rows start
+        // at other offsets mod 16 than x's, walks time; channel-last with dim % 8 != 0 walks
+        // channels; seq_idx takes the _seq paths. Channel-first rows of 37 and 3 steps take the
+        // vector path, each row peeling its unaligned head. Per layout: no options; all five
+        // options over several time chunks; states with a sequence shorter than width-1; seq_idx
+        // with final states only.
         for (Layout layout : {Layout::ChannelFirst, Layout::View, Layout::ChannelLast}) {
-          const bool time_walk = layout != Layout::ChannelLast;
-          if (layout != Layout::View) run_case({xdt, wdt, width, layout, 2, 5, 37, false, false, false, false, false}, rng);
+          const bool time_walk = layout != Layout::ChannelLast, out_contiguous = layout == Layout::View;
+          FwdCase plain{xdt, wdt, width, layout, 2, 5, 37, false, false, false, false, false};
+          FwdCase states{xdt, wdt, width, layout, 2, 4, 3, true, true, false, true, true};
+          plain.out_contiguous = states.out_contiguous = out_contiguous;
+          run_case(plain, rng);
           run_case({xdt, wdt, width, layout, 1, 3, time_walk ? 1100 : 70, true, true, true, true, true}, rng);
-          if (layout != Layout::View) {
-            run_case({xdt, wdt, width, layout, 2, 4, 3, true, true, false, true, true}, rng);
-            run_case({xdt, wdt, width, layout, 2, 3, 37, false, false, true, false, true}, rng);
-          }
-          runs += layout == Layout::View ? 1 : 4;
+          run_case(states, rng);
+          run_case({xdt, wdt, width, layout, 2, 3, 37, false, false, true, false, true}, rng);
+          runs += 4;
         }
-        // Vector paths (16-byte aligned unit-stride rows, no seq_idx). TIME_VEC: two warp
-        // segments, full steps and a tail ending inside a lane; a tail only; a sequence shorter
-        // than width-1. CHANNEL_VEC: a partial channel tile over several tiles; several channel
-        // tiles and time items (initial states only in the first); a sequence shorter than
-        // width-1.
+        // Vector paths (unit-stride rows, no seq_idx). TIME_VEC: 16-byte aligned rows over two
+        // warp segments, full steps and a tail ending inside a lane; rows of 1323 steps, all but
+        // the first starting unaligned (a peeled head, then shifted segments); a tail only; a
+        // sequence shorter than width-1. CHANNEL_VEC: a partial channel tile over several
+        // tiles; several channel tiles and time items (initial states only in the first); a
+        // sequence shorter than width-1.
         run_case({xdt, wdt, width, Layout::Padded, 1, 3, 1324, true, true, false, true, true}, rng);
+        run_case({xdt, wdt, width, Layout::ChannelFirst, 1, 3, 1323, true, true, false, true, true}, rng);
         run_case({xdt, wdt, width, Layout::Padded, 2, 2, 19, false, false, false, false, false}, rng);
         run_case({xdt, wdt, width, Layout::Padded, 2, 2, 3, true, false, false, true, true}, rng);
         run_case({xdt, wdt, width, Layout::ChannelLast, 1, 40, 70, true, true, false, true, true}, rng);
         run_case({xdt, wdt, width, Layout::ChannelLast, 2, 136, 300, false, true, false, true, true}, rng);
         run_case({xdt, wdt, width, Layout::ChannelLast, 2, 16, 3, true, false, false, true, true}, rng);
-        runs += 6;
+        runs += 7;
       }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("emulate grid: %lld output elements in %.2f s (reference included)\n",

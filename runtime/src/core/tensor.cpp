@@ -91,4 +91,14 @@ bool rows_aligned16(const TensorRef& t, int unit) {
   return true;
 }
 
+bool rows_equally_aligned16(const TensorRef& a, const TensorRef& b, int unit) {
+  const int64_t es = dtype_size(a.dtype);
+  const auto addr = [](const TensorRef& t) { return reinterpret_cast<uintptr_t>(t.data); };
+  if (dtype_size(b.dtype) != es || a.strides[unit] != 1 || b.strides[unit] != 1) return false;
+  if (addr(a) % es != 0 || addr(b) % es != 0 || (addr(a) - addr(b)) % 16 != 0) return false;
+  for (int d = 0; d < 3; ++d)
+    if (d != unit && a.shape[d] > 1 && ((a.strides[d] - b.strides[d]) * es) % 16 != 0) return false;
+  return true;
+}
+
 }  // namespace cc1d

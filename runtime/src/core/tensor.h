@@ -54,6 +54,12 @@ inline void copy_strides(long long* dst, const TensorRef& t, int n) {
 // index). The kernels' 16-byte vector paths need it of each tensor they move.
 bool rows_aligned16(const TensorRef& t, int unit);
 
+// Whether rank-3 `a` and `b` of one shape and element size have unit stride along `unit` and
+// every row of `a` starts at the same address mod 16 as the same row of `b` (their bases and
+// the other dims' strides agree mod 16 bytes): a kernel can then peel the same few elements off
+// both rows and move the rest in aligned 16-byte vectors.
+bool rows_equally_aligned16(const TensorRef& a, const TensorRef& b, int unit);
+
 // Whether two distinct indices of `t` can address the same element (a broadcast stride 0, or
 // strides too small for the sizes below them). Conservative: a layout whose strides, sorted,
 // do not each step over everything below them counts as overlapping.

@@ -3,8 +3,10 @@
 //
 // The path (the kernel's 4th template argument) follows the layout the op's validation chose
 // (time-major or channel-major), then the fastest one the call allows: seq_idx has its own
-// paths; without it, 16-byte aligned unit-stride rows get the vector paths; anything else
-// (strided views, odd alignments) the generic ones.
+// paths; without it, unit-stride rows get the vector paths: channel-first ones where x's and
+// out's rows share their offset mod 16 bytes (the kernel peels the unaligned head), channel-last
+// ones where they are 16-byte aligned; anything else (strided views, odd alignments) the generic
+// ones.
 #include <algorithm>
 #include <cstdint>
 
@@ -43,7 +45,7 @@ int choose_path(const FwdProblem& pr) {
   const bool seq = pr.seq_idx.present();
   if (pr.time_major) {
     if (seq) return kFwdPathTimeSeq;
-    if (!rows_aligned16(pr.x, 2) || !rows_aligned16(pr.out, 2)) return kFwdPathTime;
+    if (!rows_equally_aligned16(pr.x, pr.out, 2)) return kFwdPathTime;
     return pr.silu ? kFwdPathTimeVecSilu : kFwdPathTimeVec;
   }
   if (seq) return kFwdPathChannelSeq;
