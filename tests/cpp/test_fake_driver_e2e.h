@@ -10,6 +10,6 @@ constexpr int kE2eCases = 34;
 // ... and the "fwd-small" scenario.
 constexpr int kE2eSmallCases = 4;
 
-// NVRTC's lowered name of cc1d::causal_conv1d_fwd_kernel<float, float, 4, 0>, the variant the
-// "graph" scenario launches.
-constexpr const char* kGraphLowered = "_ZN4cc1d24causal_conv1d_fwd_kernelIffLi4ELi0EEEvNS_9FwdParamsE";
+// NVRTC's lowered name of cc1d::causal_conv1d_fwd_kernel<float, float, 4, 6> (time_vec_silu), the
+// variant the "graph" scenario launches.
+constexpr const char* kGraphLowered = "_ZN4cc1d24causal_conv1d_fwd_kernelIffLi4ELi6EEEvNS_9FwdParamsE";
