@@ -37,12 +37,13 @@ __global__ void __launch_bounds__(kVarlenThreads) causal_conv1d_varlen_states_ke
     // Slot s holds token t = end - sl + s when that token belongs to the sequence. Offsets advance
     // by additions (no 64-bit multiply per slot), unsigned: x's offset of a slot before the
     // sequence (t < begin, never read) and both offsets after the last slot may wrap, which
-    // unsigned arithmetic defines.
+    // unsigned arithmetic defines; so may x's channel offset when x has no tokens (its strides
+    // are then unchecked: a fuzzed descriptor had 2^63-1).
     const int ys = gridDim.y;
     typedef unsigned long long u64;
     const u64 xstep = (u64)p.x_stride[0] * ys, ostep = (u64)p.out_stride[2] * ys;
     int t = end - sl + (int)blockIdx.y;
-    u64 xo = (u64)(long long)t * (u64)p.x_stride[0] + (u64)(c * p.x_stride[1]);
+    u64 xo = (u64)(long long)t * (u64)p.x_stride[0] + (u64)c * (u64)p.x_stride[1];
     u64 oo = (u64)blockIdx.y * (u64)p.out_stride[2];
     for (int s = blockIdx.y; s < sl; s += ys, t += ys, xo += xstep, oo += ostep) {
       if constexpr (VEC) {
