@@ -337,7 +337,7 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   for (int i = 0; i < CPW; ++i)
     if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
 
-  // The copies of the tile at time t into xs: input row r is time t-(W-1)+r; rows in [lo, hi)
+  // The copies of the tile at time t into buffer `buf`: input row r is time t-(W-1)+r; rows in [lo, hi)
   // exist in x, the others read zeros, except the initial states' rows (written below).
   auto issue = [&](long long t, const TX* __restrict__ xt, int buf) {
     SmemAddr dst = xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4);
@@ -360,11 +360,10 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   };
   __syncthreads();  // the block's previous item is done with both buffers and ys
   issue(t0, xtile, 0);
-  const unsigned* xs = xbuf;
+  unsigned* xs = xbuf;  // the current tile's buffer (after the loop: the last tile's)
 #pragma unroll 1
   for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T, xtile += T * xs_t, otile += T * os_t) {
-    unsigned* cur = xbuf + (k & 1) * R * 32;
-    xs = cur;
+    xs = xbuf + (k & 1) * R * 32;
     // The next tile's copies go into the buffer the previous tile computed from (a barrier ago).
     const bool next = k + 1 < kFwdChannelTiles && t0 + T < p.seqlen;  // uniform in the block
     if (next) issue(t0 + T, xtile + T * xs_t, (k + 1) & 1);
@@ -376,7 +375,7 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
           const long long c = c0 + (idx % 32) * CPW + i;
           f[i] = c < p.dim ? fwd_load_x<TX>(p, W, b, c, t0 - (W - 1) + idx / 32) : 0.f;
         }
-        pack_words<TX>(f, cur + idx);
+        pack_words<TX>(f, xs + idx);
       }
     }
     if (next) {
