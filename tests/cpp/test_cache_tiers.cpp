@@ -191,7 +191,9 @@ TEST_CASE("compile once: a holder that dies releases the lock at once") {
   reap(holder);         // kill -9 while holding it
   const double killed_at = seconds_since(t0);
   waiter.join();
-  CHECK(done_at - killed_at < 2);
+  // Released by the holder's death, not by the 60 s timeout (lock_timeouts below says so too);
+  // the bound leaves room for a loaded machine under ASan (2.02 s seen once against a bound of 2).
+  CHECK(done_at - killed_at < 20);
   CHECK(compiles(counter) == 1);
   CHECK(cache.stats().lock_waits == 1);
   CHECK(cache.stats().lock_timeouts == 0);
