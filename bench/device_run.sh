@@ -86,12 +86,19 @@ finish() {
   for f in gpu_bwd gpu_fwd_waves1; do
     [ -f "$LOGS/$f.txt" ] && { echo "== $f"; grep -E '^\| \(|MISMATCH|match the baseline' "$LOGS/$f.txt"; }
   done
-  # The forward's logs side by side (this tree's first), one table.
-  local logs=()
-  for f in "$LOGS"/gpu_fwd.txt "$LOGS"/variants-*.txt; do
-    [ -f "$f" ] && logs+=("$(basename "$f" .txt | sed 's/^variants-//; s/^gpu_fwd$/tree/')=$f")
+  # Each op's logs side by side (this tree's first), a table each.
+  local fwd=() bwd=() f n
+  [ -f "$LOGS/gpu_fwd.txt" ] && fwd+=("tree=$LOGS/gpu_fwd.txt")
+  [ -f "$LOGS/gpu_bwd.txt" ] && bwd+=("tree=$LOGS/gpu_bwd.txt")
+  for f in "$LOGS"/variants-*.txt; do
+    [ -f "$f" ] || continue
+    n=$(basename "$f" .txt)
+    n=${n#variants-}
+    if [[ "$n" == bwd-* ]]; then bwd+=("${n#bwd-}=$f"); else fwd+=("$n=$f"); fi
   done
-  ((${#logs[@]})) && { echo "== forward, % of copy"; "$PY" bench/fwd_compare.py "${logs[@]}"; grep -hE 'MISMATCH' "$LOGS"/gpu_fwd.txt "$LOGS"/variants-*.txt 2> /dev/null; }
+  ((${#fwd[@]})) && { echo "== forward, % of copy"; "$PY" bench/compare_logs.py "${fwd[@]}"; }
+  ((${#bwd[@]} > 1)) && { echo "== backward without autograd (direct), % of copy"; "$PY" bench/compare_logs.py "${bwd[@]}"; }
+  grep -H -A6 MISMATCH "$LOGS"/gpu_fwd.txt "$LOGS"/variants-*.txt 2> /dev/null
   echo
   cat "$LOGS/steps.md"
   tar czf "$OUT/logs.tgz" -C "$LOGS" .
@@ -110,15 +117,20 @@ elif ! step gate 90 env CAUSAL_CONV1D_STRICT=1 "$PY" -m causal_conv1d demo --dev
 fi
 step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
-# Tuning experiments: the forward benchmark once per copy of the kernels with one knob changed
+# Tuning experiments: a benchmark once per copy of the kernels with one knob changed
 # (bench/kernel_variants.sh; with CC1D_VARIANTS_BASE, also the kernel sources in that directory),
-# beside gpu_fwd above (the working tree's). Steps variants-<name>; "variants" selects them all.
+# beside gpu_fwd and gpu_bwd above (the working tree's): fwd_* variants with the forward, bwd_*
+# with the backward's vector layouts, base with both. Steps variants-<name> (variants-bwd-base:
+# the base's backward); "variants" selects them all.
 if [[ "$STEPS" == " all " || "$STEPS" == *" variants"* ]] && ((SKIP_GPU_TOOLS == 0)); then
   VARIANTS=/tmp/cc1d-kernel-variants
+  VEC=(--layout channel-first --layout channel-last)
   bench/kernel_variants.sh "$VARIANTS" ${CC1D_VARIANTS_BASE:-} > /dev/null
   for d in "$VARIANTS"/*/; do
     n=$(basename "$d")
-    step "variants-$n" 60 env CAUSAL_CONV1D_KERNEL_DIR="$d" "$PY" bench/gpu_fwd.py
+    [[ "$n" == bwd_* ]] || step "variants-$n" 60 env CAUSAL_CONV1D_KERNEL_DIR="$d" "$PY" bench/gpu_fwd.py
+    [[ "$n" == bwd_* ]] && n=${n#bwd_}
+    [[ "$n" == fwd_* ]] || step "variants-bwd-$n" 60 env CAUSAL_CONV1D_KERNEL_DIR="$d" "$PY" bench/gpu_bwd.py "${VEC[@]}"
   done
 fi
 if ((SKIP_GPU_TOOLS == 0)); then

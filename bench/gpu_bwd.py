@@ -25,8 +25,8 @@ import torch
 
 from causal_conv1d import causal_conv1d_fn
 from causal_conv1d.cpp_functions import causal_conv1d_bwd_function
-from gpu_fwd import (Timer, baseline, baseline_seq, finish, library_report, make_seq_idx, make_x,  # same folder
-                     parse_args, print_loaded)
+from gpu_fwd import (Timer, baseline, baseline_seq, check_layouts, finish, library_report, make_seq_idx,  # same folder
+                     make_x, parse_args, print_loaded)
 
 SHAPES = [(8, 2048, 2048), (4, 4096, 4096)]
 QUICK_SHAPES = [(2, 512, 1024)]
@@ -47,12 +47,15 @@ def grads(forward, x, w, b, dout):
 
 def main():
     args, device, name = parse_args()
+    check_layouts(args, LAYOUTS)
     timer = Timer(device)
     print(f"device: {name}; torch {torch.__version__} (CUDA {torch.version.cuda}); backend {args.backend}; "
           f"width {WIDTH}, bias, silu; dx, dweight, dbias\n")
     rows, cold, failures = [], [], []
     for B, D, L in QUICK_SHAPES if args.quick else SHAPES:
         for layout, dtypes in LAYOUTS:
+            if args.layout and layout not in args.layout:
+                continue
             Lx = L - 1 if "seqlen % 8" in layout else L  # 8k - 1: rows not 16-byte aligned
             Dx = D - 4 if "dim % 8" in layout else D  # channel vectors not 16-byte aligned
             for dtype in dtypes:

@@ -130,13 +130,15 @@ def finish(failures, what):
 
 
 def parse_args():
-    """(args, device, its name): --quick, --device, --backend, --check-only, shared by the GPU benchmarks."""
+    """(args, device, its name): --quick, --device, --backend, --check-only, --layout, shared by the GPU benchmarks."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small shapes only")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--backend", default="nvrtc")
     ap.add_argument("--check-only", action="store_true",
                     help="each configuration once against the baseline, no timing (for compute-sanitizer)")
+    ap.add_argument("--layout", action="append", metavar="NAME",
+                    help="only this layout (a row's name, e.g. channel-first; repeatable): kernel variants")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -144,8 +146,16 @@ def parse_args():
     return args, device, torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
+def check_layouts(args, layouts):
+    """--layout names that no row has are an error, not an empty table."""
+    unknown = sorted(set(args.layout or ()) - {name for name, _ in layouts})
+    if unknown:
+        raise SystemExit(f"--layout: no row named {unknown}; the rows: {[name for name, _ in layouts]}")
+
+
 def main():
     args, device, name = parse_args()
+    check_layouts(args, LAYOUTS)
     timer = Timer(device)
     shapes = QUICK_SHAPES if args.quick else SHAPES
     print(f"device: {name}; torch {torch.__version__} (CUDA {torch.version.cuda}); backend {args.backend}; width {WIDTH}\n")
@@ -153,7 +163,7 @@ def main():
     rows, cold, failures = [], [], []
     for B, D, L in shapes:
         for layout, dtypes in LAYOUTS:
-            if L == 1 and layout not in ("channel-first", "channel-last"):
+            if (L == 1 and layout not in ("channel-first", "channel-last")) or (args.layout and layout not in args.layout):
                 continue
             Lx = L - 1 if "seqlen % 8" in layout else L  # 8k - 1: rows not 16-byte aligned (TIME)
             Dx = D - 4 if "dim % 8" in layout else D  # channel vectors not 16-byte aligned (CHANNEL)

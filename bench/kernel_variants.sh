@@ -2,9 +2,10 @@
 # Tuning experiments for a device run: writes copies of kernels_src/ that differ from the
 # working tree in one knob each, for CAUSAL_CONV1D_KERNEL_DIR (the runtime compiles whatever
 # sources that names; the cache key holds their hash). Only knobs the host planner does not
-# read may change here: the forward's register cap, and its channel-last tile shape at the same
-# steps per work item (kFwdChannelTile x kFwdChannelTiles). bench/device_run.sh's `variants`
-# step times bench/gpu_fwd.py once per directory, beside the embedded kernels.
+# read may change here (register caps, loads in flight, tile shapes at the same steps per work
+# item). bench/device_run.sh's `variants` step times each directory beside the embedded kernels:
+# a variant named fwd_* with bench/gpu_fwd.py, bwd_* with bench/gpu_bwd.py (its vector layouts),
+# `base` with both.
 #
 #   bench/kernel_variants.sh OUT_DIR [BASE_DIR]
 #
@@ -33,14 +34,18 @@ variant() {
   echo "$name"
 }
 
-# (Register caps of 40 and 32, __launch_bounds__(kFwdThreads, 12 or 16), were tried on an H200
-# on 2026-12-04: they spilled, and the 16-bit vector paths ran 23-156% slower; RESULTS.md,
-# "Kernel variants".)
-# Channel-last tiles of 64 steps, 2 per item: 3 halo rows per 64 instead of per 32, more rows
-# copied per batch, half the barriers.
-TILE='constexpr int kFwdChannelTile = 32;'
-TILES='constexpr int kFwdChannelTiles = 4;'
-variant fwd_tile64 fwd_params.h "$TILE" 'constexpr int kFwdChannelTile = 64;' fwd_params.h "$TILES" 'constexpr int kFwdChannelTiles = 2;'
+# Measured on an H200 and dropped (RESULTS.md, "Kernel variants"): the forward's register caps of
+# 40 and 32 (they spilled; 23-156% slower) and 64-step channel-last tiles (within 3 points
+# either way), 2026-12-04.
+# The backward's TIME_VEC: warp steps of loads in flight during a step's math (16-bit; fp32 is
+# 1) and the launch bounds' minimum of resident blocks, which sets the register cap. The tree
+# has 2 steps at 5 blocks (96 registers, 31% occupancy): one step at 6 blocks (80 registers,
+# 38%), three at 4 (120, 25%), and fp32 two steps ahead too (124 registers, 25%).
+AHEAD='static constexpr int kAhead = sizeof(TX) == 4 ? 1 : 2;'
+MINB='return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 5 : 0;'
+variant bwd_ahead1_mb6 bwd_time_vec.cuh "$AHEAD" "${AHEAD/: 2;/: 1;}" bwd_params.h "$MINB" "${MINB/? 5 :/? 6 :}"
+variant bwd_ahead3_mb4 bwd_time_vec.cuh "$AHEAD" "${AHEAD/: 2;/: 3;}" bwd_params.h "$MINB" "${MINB/? 5 :/? 4 :}"
+variant bwd_fp32_ahead2 bwd_time_vec.cuh "$AHEAD" 'static constexpr int kAhead = 2;'
 if [ -n "${2:-}" ]; then
   cp -r "$2" "$out/base"
   echo base

@@ -207,14 +207,15 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
 }
 
 // CHANNEL_VEC layout (channel-last rows of 16-byte aligned channels, no seq_idx): block (b, 128
-// bytes of channels, segment), the segment walked backwards a tile of T steps at a time. Per
-// tile, x's rows [t0-(W-1), t0+T) and dout's rows [t0, t0+T) come in by 16-byte loads into
-// shared tiles of packed words (all loads first, as the forward's tiles); lane l of warp w then
-// takes the channels of word l over the steps [t0+S*w, t0+S*(w+1)): g into a float tile, whose
-// rows [T, T+W-1) hold dx's right halo (the later tile's first W-1 rows of g, or for the
-// segment's last tile g read and recomputed from global memory), and the dweight/dbias sums in
-// registers; then dx from the g tile into the packed dout tile, which 16-byte stores write out.
-// Four barriers per tile; the block's sums are reduced over its warps in a fixed order.
+// bytes of channels, segment), the segment walked backwards a tile of T steps at a time. A tile's
+// x rows [t0-(W-1), t0+T) and dout rows [t0, t0+T) reach shared tiles of packed words by
+// asynchronous 16-byte copies, issued a tile ahead into the other of two buffers (as the
+// forward's tiles: no registers stage the data). Lane l of warp w then takes the channels of word
+// l over the steps [t0+S*w, t0+S*(w+1)): g into a float tile, whose rows [T, T+W-1) hold dx's
+// right halo (the later tile's first W-1 rows of g, or for the segment's last tile g read and
+// recomputed from global memory), and the dweight/dbias sums in registers; then dx from the g
+// tile into the packed dout tile, which 16-byte stores write out. Three barriers per tile; the
+// block's sums are reduced over its warps in a fixed order.
 template <typename TX, typename TW, int W>
 CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, long long seg) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
@@ -227,11 +228,13 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   constexpr int NW = kBwdWarps;
   constexpr int S = T / NW;                    // steps per warp
   constexpr int XR = (R + RR - 1) / RR, DR = T / RR;  // load rounds
+  constexpr int kRound = RR * 32 * 4;          // bytes of a tile per load round
   static_assert(NW * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
   static_assert(C == 32 * CPW, "a lane per word of a tile row");
-  CC1D_SHARED_ARRAY(unsigned, xs, R * 32);
-  CC1D_SHARED_ARRAY(unsigned, ds, T * 32);  // dout, then dx
-  CC1D_SHARED_ARRAY(float, gs, R * C);      // g; after the walk, the warps' partial sums
+  CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * 32);
+  CC1D_SHARED_ARRAY(unsigned, dbuf, 2 * T * 32);  // dout, then dx
+  CC1D_SHARED_ARRAY(float, gs, R * C);            // g; after the walk, the warps' partial sums
+  const SmemAddr xbuf_addr = smem_addr(xbuf), dbuf_addr = smem_addr(dbuf);
   const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
   const int lane = tid & 31, warp = tid >> 5, r0 = warp * S;  // compute: word, first step
   const long long c0 = cb * C;
@@ -244,15 +247,45 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
   const long long xs_t = p.x_stride[2], ds_t = p.dout_stride[2], dxs_t = p.dx_stride[2];
   long long t0 = s_begin + (s_end - s_begin - 1) / T * T;
-  // This thread's first load of the tile at t0 (and its dx offset), moved back a tile at a time.
+  // This thread's first copy of the tile at t0 (and its dx offset), moved back a tile at a time.
   const TX* __restrict__ xtile =
       static_cast<const TX*>(p.x) + b * p.x_stride[0] + c0 + lv * V + (t0 - (W - 1) + lr) * xs_t;
   const TX* __restrict__ dtile = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c0 + lv * V + (t0 + lr) * ds_t;
   long long dxo = b * p.dx_stride[0] + c0 + lv * V + (t0 + lr) * dxs_t;
 
+  // The copies of the tile at time t into buffer `buf`: x row r is time t-(W-1)+r, in x for r in
+  // [lo, hi); dout rows [0, hi-(W-1)) exist. The others read zeros, except the initial states'
+  // rows (written in the walk).
+  auto issue = [&](long long t, const TX* __restrict__ xt, const TX* __restrict__ dt, int buf) {
+    SmemAddr xdst = xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4);
+    SmemAddr ddst = dbuf_addr + (SmemAddr)((buf * T * 32 + lr * 32 + lv * 4) * 4);
+    if (t >= W - 1 && t + T <= p.seqlen) {  // inside the row (almost every tile): no row checks
+      for (int i = 0; i < XR; ++i, xt += RR * xs_t, xdst += kRound)
+        if (i * RR + lr < R) async_copy16(xdst, lv_ok ? xt : p.x, lv_ok);
+      for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) async_copy16(ddst, lv_ok ? dt : p.dout, lv_ok);
+    } else {  // a row's first or last tile: rolled, it is rare
+      const long long left = p.seqlen - t + (W - 1);
+      const int lo = t < W - 1 ? (int)(W - 1 - t) : 0, hi = left < R ? (int)left : R;
+      const int skip = p.initial_states != nullptr ? lo : 0;
+#pragma unroll 1
+      for (int i = 0; i < XR; ++i, xt += RR * xs_t, xdst += kRound) {
+        const int r = i * RR + lr;
+        const bool in_x = r >= lo && r < hi && lv_ok;
+        if (r < R && r >= skip) async_copy16(xdst, in_x ? xt : p.x, in_x);
+      }
+#pragma unroll 1
+      for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) {
+        const bool in_d = i * RR + lr < hi - (W - 1) && lv_ok;
+        async_copy16(ddst, in_d ? dt : p.dout, in_d);
+      }
+    }
+    async_commit();
+  };
+
+  __syncthreads();  // the block's previous item is done with both buffers and gs
+  issue(t0, xtile, dtile, 0);
   // The segment's last tile's halo: g at t0+T+j from global memory (0 from seqlen on; its window
   // lies in [0, seqlen), as t0+T >= W-1). A warp a row, each thread its own channels.
-  __syncthreads();  // the block's previous item is done with gs
 #pragma unroll 1
   for (int j = warp; j < W - 1; j += NW) {
     const long long t = t0 + T + j;
@@ -271,47 +304,30 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   }
 
 #pragma unroll 1
-  for (bool last = true; t0 >= s_begin; t0 -= T, xtile -= T * xs_t, dtile -= T * ds_t, dxo -= T * dxs_t, last = false) {
-    __syncthreads();  // the previous (later) tile is done with xs, ds and gs
-    // x row r is time t0-(W-1)+r, in x for r in [lo, hi); dout and dx rows [0, dhi) exist.
-    const int lo = t0 < W - 1 ? (int)(W - 1 - t0) : 0;
-    const int hi = p.seqlen - t0 + (W - 1) < R ? (int)(p.seqlen - t0 + (W - 1)) : R;
-    const int dhi = hi - (W - 1);
+  for (int k = 0; t0 >= s_begin; ++k, t0 -= T, xtile -= T * xs_t, dtile -= T * ds_t, dxo -= T * dxs_t) {
+    unsigned* xs = xbuf + (k & 1) * R * 32;
+    unsigned* ds = dbuf + (k & 1) * T * 32;
+    async_wait<0>();  // this tile's copies (the only ones in flight)
     // dx's right halo, g at t0+T+j: the later tile's first W-1 rows of g (the segment's last
-    // tile has it from before the walk).
-    if (W > 1 && !last)
+    // tile has it from before the walk). The later tile's dx read these rows a barrier ago.
+    if (W > 1 && k > 0)
       for (int idx = tid; idx < (W - 1) * C; idx += kBwdThreads) gs[T * C + idx] = gs[idx];
-    unsigned xu[XR][4], du[DR][4];
-    const TX* __restrict__ xt = xtile;
-    for (int i = 0; i < XR; ++i, xt += RR * xs_t) {
-      const int r = i * RR + lr;
-      for (int j = 0; j < 4; ++j) xu[i][j] = 0;
-      if (r >= lo && r < hi && lv_ok) load16(xt, xu[i]);
-    }
-    const TX* __restrict__ dt = dtile;
-    for (int i = 0; i < DR; ++i, dt += RR * ds_t) {
-      const int r = i * RR + lr;
-      for (int j = 0; j < 4; ++j) du[i][j] = 0;
-      if (r < dhi && lv_ok) load16(dt, du[i]);
-    }
-    const int init_rows = p.initial_states != nullptr ? lo : 0;  // written below instead
-    for (int i = 0; i < XR; ++i)
-      if (i * RR + lr < R && i * RR + lr >= init_rows) store16_shared(xs + (i * RR + lr) * 32 + lv * 4, xu[i]);
-    for (int i = 0; i < DR; ++i) store16_shared(ds + (i * RR + lr) * 32 + lv * 4, du[i]);
-    if (init_rows > 0) {  // the row's first tile (t0 = 0): row r < W-1 is initial_states[b, :, r]
+    if (t0 < W - 1 && p.initial_states != nullptr) {  // the row's first tile: row r < W-1-t0 is a state
 #pragma unroll 1
-      for (int idx = tid; idx < init_rows * 32; idx += kBwdThreads) {
+      for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kBwdThreads) {
         float f[CPW];
         for (int i = 0; i < CPW; ++i) {
           const long long c = c0 + (idx % 32) * CPW + i;
           f[i] = c < p.dim ? load_as_float<TX>(p.initial_states, b * p.init_stride[0] + c * p.init_stride[1] +
-                                                                     (idx / 32) * p.init_stride[2])
+                                                                     (t0 + idx / 32) * p.init_stride[2])
                            : 0.f;
         }
         pack_words<TX>(f, xs + idx);
       }
     }
     __syncthreads();
+    // The earlier tile's copies go into the buffers the later tile read before this barrier.
+    if (t0 - T >= s_begin) issue(t0 - T, xtile - T * xs_t, dtile - T * ds_t, (k + 1) & 1);
 
     // g at the warp's steps (dout is 0 past seqlen, so g is), and the sums.
     float win[W][CPW];  // x at steps t-(W-1)..t
@@ -327,12 +343,12 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
         float g = word_elem<TX>(&dw_word, i);
         if (p.silu) {
           float z = bias[i];
-          for (int k = 0; k < W; ++k) z += w[i][k] * win[k][i];
+          for (int m = 0; m < W; ++m) z += w[i][m] * win[m][i];
           g *= silu_grad(z);
         }
         gs[(r0 + j) * C + lane * CPW + i] = g;
         db[i] += g;
-        for (int k = 0; k < W; ++k) dw[i][k] += g * win[k][i];
+        for (int m = 0; m < W; ++m) dw[i][m] += g * win[m][i];
       }
     }
     __syncthreads();
@@ -350,7 +366,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
           for (int m = 0; m < W - 1; ++m) gw[m][i] = gw[m + 1][i];
           gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPW + i];
           float a = 0.f;
-          for (int k = 0; k < W; ++k) a += w[i][k] * gw[W - 1 - k][i];
+          for (int m = 0; m < W; ++m) a += w[i][m] * gw[W - 1 - m][i];
           o[i] = a;
         }
         const long long s = t0 + r0 + j;
@@ -360,6 +376,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
         pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
       }
       __syncthreads();
+      const int dhi = p.seqlen - t0 < T ? (int)(p.seqlen - t0) : T;  // rows of dx in the row
       TX* __restrict__ dxt = static_cast<TX*>(p.dx) + dxo;
       for (int i = 0; i < DR; ++i, dxt += RR * dxs_t) {
         unsigned o[4];

@@ -9,29 +9,41 @@ namespace cc1d {
 // TIME_VEC layout (unit stride, 16-byte aligned rows, no seq_idx): a warp per (channel, segment),
 // the segment walked backwards 32 lanes x P = kBwdWarpItems steps at a time. Lane l holds x, dout
 // and dx of its P steps in registers as packed words (one 16-byte load or store each, two for
-// fp32). z needs the W-1 inputs before them: lane l-1's by shuffle; lane 0 loads the 16 bytes
-// before its steps itself, with its own (so no load waits on the earlier step's). dx needs the W-1
+// fp32). z needs the W-1 inputs before them: lane l-1's by shuffle; lane 0 loads the words before
+// its steps itself, with its own (so no load waits on the earlier step's). dx needs the W-1
 // values of g after them: lane l+1's by shuffle; lane 31 the later step's lane 0 (carried). The
-// earlier step's loads are issued before this step's math (two steps in flight). No shared
-// memory, no barrier; the dweight/dbias sums are reduced over the warp in a fixed order.
+// loads of the kAhead earlier steps are in flight during a step's math (a ring of stages). No
+// shared memory, no barrier; the dweight/dbias sums are reduced over the warp in a fixed order.
 template <typename TX, typename TW, int W>
 struct BwdTimeWarp {
   static constexpr int P = kBwdWarpItems;
   static constexpr int NWD = P / Words<TX>::kPerWord;            // words per lane: 4 (16-bit) or 8 (fp32)
   static constexpr int H0 = (P - (W - 1)) / Words<TX>::kPerWord;  // first word holding a halo input
+  static constexpr int NH = NWD - H0;                             // words of the halo (0 for W = 1)
+  // Warp steps whose loads are in flight during a step's math. One step of fp32 is 64 bytes a
+  // lane (x and dout), as much as a whole 4-step segment of the forward's 16-bit loads.
+  static constexpr int kAhead = sizeof(TX) == 4 ? 1 : 2;
   static constexpr unsigned kAll = 0xffffffffu;
+
+  // One warp step's words of this lane: x, dout, and (lane 0) the halo inputs before its first.
+  struct Stage {
+    unsigned x[NWD], d[NWD], h[NH > 0 ? NH : 1];
+  };
 
   const BwdParams& p;
   long long b, c, s_begin = 0;
   int lane;
   float w[W] = {}, bias = 0.f;
-  const TX* __restrict__ xrow = nullptr;
-  const TX* __restrict__ drow = nullptr;
-  TX* __restrict__ dxrow = nullptr;
+  // This lane's first element of x and dout in the next step to load (loads go backwards a
+  // step at a time: one 64-bit add, where an offset from the row ptxas rematerialised from the
+  // strides), and of dx in the segment's step 0.
+  const TX* __restrict__ xl = nullptr;
+  const TX* __restrict__ dl = nullptr;
+  TX* __restrict__ dx0 = nullptr;
   float gcarry[W > 1 ? W - 1 : 1] = {};  // lane 31: g after its steps (the later step's lane 0's)
   float dws[W] = {}, dbs = 0.f;
-  unsigned xc[NWD] = {}, dc[NWD] = {}, hc[NWD] = {};  // this step's x, dout and (lane 0) x before it
-  unsigned h0[NWD > H0 ? NWD - H0 : 1] = {};  // lane 0: the W-1 inputs before 0 (initial states, or 0), packed
+  Stage ring[kAhead] = {};  // ring[r]: the stage r steps earlier than the one about to run
+  unsigned h0[NH > 0 ? NH : 1] = {};  // lane 0: the halo words before time 0 (initial states, or 0)
 
   // One object per (channel, segment): the sums and h0 start at zero; run() sets the rest.
   CC1D_HD BwdTimeWarp(const BwdParams& params, long long row, long long channel)
@@ -44,49 +56,53 @@ struct BwdTimeWarp {
 
   CC1D_HD long long first_of(int i) const { return s_begin + (long long)i * kBwdWarpSpan + lane * P; }
 
-  // Step i's words of this lane: x, dout, and for lane 0 the P inputs before its first (before
-  // time 0: h0). LAST: the segment's last step, the only one that can reach past seqlen (x and
-  // dout read 0 there, so g is 0).
+  // Step i's stage, from xl and dl, which then move to step i-1. LAST: the segment's last step,
+  // the only one that can reach past seqlen (x and dout read 0 there, so g is 0).
   template <bool LAST>
-  CC1D_HD void load_step(int i, unsigned (&xw)[NWD], unsigned (&dw)[NWD], unsigned (&hw)[NWD]) const {
+  CC1D_HD void load_step(int i, Stage& st) {
     const long long e0 = first_of(i);
+    const TX* __restrict__ xq = xl;
     if (!LAST || e0 + P <= p.seqlen) {
-      load(xrow + e0, xw);
-      load(drow + e0, dw);
+      load(xq, st.x);
+      load(dl, st.d);
     } else {
       float fx[P], fd[P];
       for (int j = 0; j < P; ++j) {
-        fx[j] = e0 + j < p.seqlen ? to_float(xrow[e0 + j]) : 0.f;
-        fd[j] = e0 + j < p.seqlen ? to_float(drow[e0 + j]) : 0.f;
+        fx[j] = e0 + j < p.seqlen ? to_float(xq[j]) : 0.f;
+        fd[j] = e0 + j < p.seqlen ? to_float(dl[j]) : 0.f;
       }
-      pack_words<TX>(fx, xw);
-      pack_words<TX>(fd, dw);
+      pack_words<TX>(fx, st.x);
+      pack_words<TX>(fd, st.d);
     }
     if (lane == 0) {
-      if (e0 >= P)
-        load(xrow + e0 - P, hw);
+      if (i > 0 || s_begin > 0)  // the words are 4-byte aligned: e0 % P == 0
+        for (int j = 0; j < NH; ++j) st.h[j] = reinterpret_cast<const unsigned*>(xq - P)[H0 + j];
       else
-        for (int j = H0; j < NWD; ++j) hw[j] = h0[j - H0];
+        for (int j = 0; j < NH; ++j) st.h[j] = h0[j];
     }
+    xl -= kBwdWarpSpan;
+    dl -= kBwdWarpSpan;
   }
 
-  // Step i from xc, dc and hc, the earlier step's words loaded first. LAST (see load_step) alone
-  // carries the partial store and dfinal_states: the walk's other steps are one copy without them.
+  // Step i, from ring[0]; the ring moves on a step and the load of step i - kAhead is issued
+  // before the math. LAST (see load_step) alone carries the partial store and dfinal_states: the
+  // walk's other steps are one copy without them.
   template <bool LAST>
   CC1D_HD void step(int i) {
-    unsigned xn[NWD] = {}, dn[NWD] = {}, hn[NWD] = {};
-    if (!LAST && i > 0) load_step<false>(i - 1, xn, dn, hn);  // LAST loads them after its rare paths
+    const Stage cur = ring[0];
+    for (int r = 0; r + 1 < kAhead; ++r) ring[r] = ring[r + 1];
+    if (i - kAhead >= 0) load_step<false>(i - kAhead, ring[kAhead - 1]);
     const long long e0 = first_of(i);
     unsigned prev[NWD] = {};
     for (int j = H0; j < NWD; ++j) {
-      const unsigned left = __shfl_sync(kAll, xc[j], (lane + 31) & 31);
-      prev[j] = lane == 0 ? hc[j] : left;
+      const unsigned left = __shfl_sync(kAll, cur.x[j], (lane + 31) & 31);
+      prev[j] = lane == 0 ? cur.h[j - H0] : left;
     }
     float xv[W - 1 + P];  // x at e0-(W-1) .. e0+P-1
     for (int j = 0; j < W - 1; ++j) xv[j] = word_elem<TX>(prev, P - (W - 1) + j);
-    for (int j = 0; j < P; ++j) xv[W - 1 + j] = word_elem<TX>(xc, j);
+    for (int j = 0; j < P; ++j) xv[W - 1 + j] = word_elem<TX>(cur.x, j);
     float g[P + W - 1];  // g at e0 .. e0+P+W-2
-    for (int j = 0; j < P; ++j) g[j] = word_elem<TX>(dc, j);
+    for (int j = 0; j < P; ++j) g[j] = word_elem<TX>(cur.d, j);
     if (p.silu)  // one branch per step, not per element
       for (int j = 0; j < P; ++j) {
         float z = bias;
@@ -102,7 +118,8 @@ struct BwdTimeWarp {
       g[P + j] = lane == 31 ? gcarry[j] : right;
       gcarry[j] = right;  // lane 31: lane 0's, the earlier step's halo
     }
-    if (dxrow != nullptr) {
+    if (dx0 != nullptr) {
+      TX* __restrict__ dxq = dx0 + (long long)i * kBwdWarpSpan;
       float a[P];
       for (int j = 0; j < P; ++j) {
         a[j] = 0.f;
@@ -114,22 +131,19 @@ struct BwdTimeWarp {
         unsigned ow[NWD];
         pack_words<TX>(a, ow);
         for (int v = 0; v < NWD / 4; ++v)
-          store16(dxrow + e0 + v * (16 / (int)sizeof(TX)), *reinterpret_cast<const unsigned(*)[4]>(ow + 4 * v));
+          store16(dxq + v * (16 / (int)sizeof(TX)), *reinterpret_cast<const unsigned(*)[4]>(ow + 4 * v));
       } else {
         for (int j = 0; j < P; ++j)
-          if (e0 + j < p.seqlen) dxrow[e0 + j] = from_float<TX>(a[j]);
+          if (e0 + j < p.seqlen) dxq[j] = from_float<TX>(a[j]);
       }
     }
-    if (LAST && i > 0) load_step<false>(i - 1, xn, dn, hn);
-    for (int j = 0; j < NWD; ++j) xc[j] = xn[j], dc[j] = dn[j], hc[j] = hn[j];
   }
 
   CC1D_HD void run(long long seg) {
     bwd_load_weights<TW, W>(p, c, w, bias);
-    xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
-    drow = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1];
-    dxrow = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] : nullptr;
     s_begin = seg * p.segment_len;
+    const long long e = s_begin + lane * P;
+    dx0 = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] + e : nullptr;
     const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
     // g at s_end + j (j < W-1), the right halo of the segment's last step: lane j recomputes it
     // from global memory (0 from seqlen on), lane 31 takes it.
@@ -140,11 +154,16 @@ struct BwdTimeWarp {
       unsigned hw[NWD];
       for (int j = 0; j < P; ++j) fh[j] = bwd_x<TX>(p, W, b, c, j - P);
       pack_words<TX>(fh, hw);
-      for (int j = H0; j < NWD; ++j) h0[j - H0] = hw[j];
+      for (int j = 0; j < NH; ++j) h0[j] = hw[H0 + j];
     }
     const int steps = (int)((s_end - s_begin + kBwdWarpSpan - 1) / kBwdWarpSpan);
+    const long long last = e + (long long)(steps - 1) * kBwdWarpSpan;
+    xl = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1] + last;
+    dl = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1] + last;
     if (steps > 0) {
-      load_step<true>(steps - 1, xc, dc, hc);
+      load_step<true>(steps - 1, ring[0]);
+      for (int r = 1; r < kAhead; ++r)
+        if (steps - 1 - r >= 0) load_step<false>(steps - 1 - r, ring[r]);
       step<true>(steps - 1);
     }
 #pragma unroll 1
