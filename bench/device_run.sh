@@ -117,20 +117,26 @@ elif ! step gate 90 env CAUSAL_CONV1D_STRICT=1 "$PY" -m causal_conv1d demo --dev
 fi
 step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
-# Tuning experiments: a benchmark once per copy of the kernels with one knob changed
-# (bench/kernel_variants.sh; with CC1D_VARIANTS_BASE, also the kernel sources in that directory),
-# beside gpu_fwd and gpu_bwd above (the working tree's): fwd_* variants with the forward, bwd_*
-# with the backward's vector layouts, base with both. Steps variants-<name> (variants-bwd-base:
-# the base's backward); "variants" selects them all.
+# Tuning experiments (bench/kernel_variants.sh), each beside gpu_fwd and gpu_bwd above (the
+# working tree's): fwd_* variants time the forward, bwd_* the backward's vector layouts, base
+# both. Kernel variants are copies of the kernel sources with one knob changed (with
+# CC1D_VARIANTS_BASE, also the kernel sources in that directory), loaded through
+# CAUSAL_CONV1D_KERNEL_DIR; library variants (CC1D_LIB_VARIANTS=DIR, built by
+# `bench/kernel_variants.sh --libs DIR` and carried) change a planner constant too, loaded
+# through CAUSAL_CONV1D_LIBRARY. Steps variants-<name> (variants-bwd-<name>: the backward's);
+# "variants" selects them all.
 if [[ "$STEPS" == " all " || "$STEPS" == *" variants"* ]] && ((SKIP_GPU_TOOLS == 0)); then
   VARIANTS=/tmp/cc1d-kernel-variants
   VEC=(--layout channel-first --layout channel-last)
+  # variant NAME SETTING: the benchmarks NAME selects, under the environment SETTING (VAR=VALUE).
+  variant() {
+    [[ "$1" == bwd_* ]] || step "variants-$1" 60 env "$2" "$PY" bench/gpu_fwd.py
+    [[ "$1" == fwd_* ]] || step "variants-bwd-${1#bwd_}" 60 env "$2" "$PY" bench/gpu_bwd.py "${VEC[@]}"
+  }
   bench/kernel_variants.sh "$VARIANTS" ${CC1D_VARIANTS_BASE:-} > /dev/null
-  for d in "$VARIANTS"/*/; do
-    n=$(basename "$d")
-    [[ "$n" == bwd_* ]] || step "variants-$n" 60 env CAUSAL_CONV1D_KERNEL_DIR="$d" "$PY" bench/gpu_fwd.py
-    [[ "$n" == bwd_* ]] && n=${n#bwd_}
-    [[ "$n" == fwd_* ]] || step "variants-bwd-$n" 60 env CAUSAL_CONV1D_KERNEL_DIR="$d" "$PY" bench/gpu_bwd.py "${VEC[@]}"
+  for d in "$VARIANTS"/*/; do variant "$(basename "$d")" CAUSAL_CONV1D_KERNEL_DIR="$d"; done
+  for d in ${CC1D_LIB_VARIANTS:+"$CC1D_LIB_VARIANTS"/*/}; do
+    variant "$(basename "$d")" CAUSAL_CONV1D_LIBRARY="$(cd "$d" && pwd)/libcc1d.so"
   done
 fi
 if ((SKIP_GPU_TOOLS == 0)); then

@@ -1,52 +1,92 @@
 #!/usr/bin/env bash
-# Tuning experiments for a device run: writes copies of kernels_src/ that differ from the
-# working tree in one knob each, for CAUSAL_CONV1D_KERNEL_DIR (the runtime compiles whatever
-# sources that names; the cache key holds their hash). Only knobs the host planner does not
-# read may change here (register caps, loads in flight, tile shapes at the same steps per work
-# item). bench/device_run.sh's `variants` step times each directory beside the embedded kernels:
-# a variant named fwd_* with bench/gpu_fwd.py, bwd_* with bench/gpu_bwd.py (its vector layouts),
-# `base` with both.
+# Tuning experiments for a device run, one knob changed each, timed by bench/device_run.sh's
+# `variants` step beside the working tree: a variant named fwd_* with bench/gpu_fwd.py, bwd_*
+# with bench/gpu_bwd.py (its vector layouts), `base` with both.
 #
-#   bench/kernel_variants.sh OUT_DIR [BASE_DIR]
+#   bench/kernel_variants.sh OUT_DIR [BASE_DIR]   (on the device: kernel variants)
+#   bench/kernel_variants.sh --libs OUT_DIR       (on the build machine: library variants)
 #
-# OUT_DIR/<name>/ for each variant below; with BASE_DIR (kernel sources of another revision, e.g.
+# Kernel variants are copies of kernels_src/ for CAUSAL_CONV1D_KERNEL_DIR (the runtime compiles
+# whatever sources that names; the cache key holds their hash): only knobs the host planner does
+# not read may change there (register caps, loads in flight, tile shapes at the same steps per
+# work item). With BASE_DIR (kernel sources of another revision, e.g.
 # `git archive HEAD kernels_src | tar -x -C build/kernels-base --strip-components=1`, carried to
 # the device, which has no git history), also OUT_DIR/base/: a before/after in the same run.
-# Each edit must match exactly once, or the script fails: a variant identical to the working
-# tree would measure nothing.
+# Library variants change a constant that the planner reads too: each is libcc1d built from a
+# copy of the tracked sources (as they are in the working tree) into OUT_DIR/<name>/libcc1d.so,
+# for CAUSAL_CONV1D_LIBRARY; device_run.sh takes them from CC1D_LIB_VARIANTS=OUT_DIR (carried,
+# about 9 MB each). Each edit must match exactly once, or the script fails: a variant identical
+# to the working tree would measure nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bench/kernel_variants.sh OUT_DIR [BASE_DIR]}
+libs=0
+[ "${1:-}" = --libs ] && libs=1 && shift
+out=${1:?usage: bench/kernel_variants.sh [--libs] OUT_DIR [BASE_DIR]}
 rm -rf "$out"
 mkdir -p "$out"
 
-# variant NAME FILE FROM TO [FILE FROM TO]...: kernels_src/ with FROM replaced by TO in FILE.
-variant() {
-  local name=$1 dir="$out/$1"
-  shift
-  cp -r kernels_src "$dir"
+# edit NAME DIR FILE FROM TO [FILE FROM TO]...: FROM replaced by TO in DIR/FILE.
+edit() {
+  local name=$1 dir=$2
+  shift 2
   while (($#)); do
     local f="$dir/$1" from=$2 to=$3
     shift 3
     [ "$(grep -cF -- "$from" "$f")" = 1 ] || { echo "variant $name: '$from' is not in $f exactly once" >&2; exit 1; }
     FROM="$from" TO="$to" perl -0pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$f"
   done
-  echo "$name"
+}
+
+# variant NAME FILE FROM TO [...]: kernels_src/ with the edits (FILE relative to kernels_src/).
+variant() {
+  ((libs)) && return 0
+  cp -r kernels_src "$out/$1"
+  edit "$1" "$out/$1" "${@:2}"
+  echo "$1"
+}
+
+# lib_variant NAME FILE FROM TO [...]: libcc1d built with the edits (FILE relative to the repo).
+lib_variant() {
+  ((libs)) || return 0
+  local src="$out/$1/src" bld="$out/$1/build"
+  mkdir -p "$src"
+  git ls-files -z | xargs -0 cp --parents -t "$src"
+  edit "$1" "$src" "${@:2}"
+  cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCC1D_BUILD_TESTS=OFF -DCC1D_BUILD_BENCH=OFF \
+    -DCC1D_BUILD_EMULATOR=OFF -DCC1D_BUILD_PYARGS=OFF -DCC1D_BUILD_TORCH=OFF > "$out/$1/cmake.log"
+  cmake --build "$bld" --target cc1d >> "$out/$1/cmake.log"
+  cp -L "$bld/libcc1d.so" "$out/$1/libcc1d.so"
+  # The argument packer is found beside libcc1d: the main build's, so that calls cost the same.
+  [ ! -f build/cmake/libcc1d_pyargs.so ] || cp build/cmake/libcc1d_pyargs.so "$out/$1/"
+  rm -rf "$src" "$bld"
+  echo "$1"
 }
 
 # Measured on an H200 and dropped (RESULTS.md, "Kernel variants"): the forward's register caps of
 # 40 and 32 (they spilled; 23-156% slower) and 64-step channel-last tiles (within 3 points
-# either way), 2026-12-04.
-# The backward's TIME_VEC: warp steps of loads in flight during a step's math (16-bit; fp32 is
-# 1) and the launch bounds' minimum of resident blocks, which sets the register cap. The tree
-# has 2 steps at 5 blocks (96 registers, 31% occupancy): one step at 6 blocks (80 registers,
-# 38%), three at 4 (120, 25%), and fp32 two steps ahead too (124 registers, 25%).
-AHEAD='static constexpr int kAhead = sizeof(TX) == 4 ? 1 : 2;'
-MINB='return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 5 : 0;'
-variant bwd_ahead1_mb6 bwd_time_vec.cuh "$AHEAD" "${AHEAD/: 2;/: 1;}" bwd_params.h "$MINB" "${MINB/? 5 :/? 6 :}"
-variant bwd_ahead3_mb4 bwd_time_vec.cuh "$AHEAD" "${AHEAD/: 2;/: 3;}" bwd_params.h "$MINB" "${MINB/? 5 :/? 4 :}"
-variant bwd_fp32_ahead2 bwd_time_vec.cuh "$AHEAD" 'static constexpr int kAhead = 2;'
-if [ -n "${2:-}" ]; then
+# either way); the backward's TIME_VEC with 2 or 3 warp steps of loads ahead at 96 or 120
+# registers (16-bit 4-8 points slower), and fp32 two ahead (7-9 points slower); 2026-12-04.
+# The backward's TIME_VEC at 72 registers (7 resident blocks; it spills 22 instructions outside
+# its loop) against the tree's 80 (6 blocks).
+MINB='return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 6 : 0;'
+variant bwd_mb7 bwd_params.h "$MINB" "${MINB/? 6 :/? 7 :}"
+# The backward's TIME_VEC segments: at least 4 warp steps (1024 steps) a warp, as in the tree,
+# or 8 or 16 (a whole row up to 4096 steps: upstream's block walks its whole row); the
+# per-(channel, segment) setup (weights, the halo's recomputed g, the sums' reduction) took a
+# third of the walk's instructions at 4 on an H200.
+SPANS='constexpr int kBwdVecMinSpans = 4;'
+lib_variant bwd_spans8 kernels_src/bwd_params.h "$SPANS" "${SPANS/= 4;/= 8;}"
+lib_variant bwd_spans16 kernels_src/bwd_params.h "$SPANS" "${SPANS/= 4;/= 16;}"
+# The forward's channel-last work items of 8 tiles (256 steps) instead of 4: the 16384-step rows
+# stayed at 82% of the copy with every tile shape tried.
+TILES='constexpr int kFwdChannelTiles = 4;'
+lib_variant fwd_tiles8 kernels_src/fwd_params.h "$TILES" "${TILES/= 4;/= 8;}"
+# The backward's channel walks (CHANNEL_VEC among them) over segments of at least 256 steps
+# instead of 64 (2 tiles an item at 2048 steps): the per-item setup (weights, the halo's
+# recomputed g) and the reduction of the sums over fewer steps.
+CHSEG='constexpr int kBwdMinChannelSegment = 64;'
+lib_variant bwd_chseg256 kernels_src/bwd_params.h "$CHSEG" "${CHSEG/= 64;/= 256;}"
+if ((!libs)) && [ -n "${2:-}" ]; then
   cp -r "$2" "$out/base"
   echo base
 fi

@@ -329,52 +329,67 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     // The earlier tile's copies go into the buffers the later tile read before this barrier.
     if (t0 - T >= s_begin) issue(t0 - T, xtile - T * xs_t, dtile - T * ds_t, (k + 1) & 1);
 
-    // g at the warp's steps (dout is 0 past seqlen, so g is), and the sums.
-    float win[W][CPW];  // x at steps t-(W-1)..t
-    for (int j = 0; j < W - 1; ++j)
-      for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+    // g at the warp's steps (dout is 0 past seqlen, so g is), and the sums. The activation and
+    // (below) dfinal_states are tested once a tile: each phase is called with a constant flag
+    // from both sides of the test, so it is inlined twice with the flag's branches folded (tested
+    // per element, they were a sixth of the tile's instructions).
+    auto g_phase = [&](const bool SILU) {
+      float win[W][CPW];  // x at steps t-(W-1)..t
+      for (int j = 0; j < W - 1; ++j)
+        for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
 #pragma unroll
-    for (int j = 0; j < S; ++j) {
-      for (int m = 0; m < W - 1; ++m)
-        for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
-      const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane], dw_word = ds[(r0 + j) * 32 + lane];
-      for (int i = 0; i < CPW; ++i) {
-        win[W - 1][i] = word_elem<TX>(&xw, i);
-        float g = word_elem<TX>(&dw_word, i);
-        if (p.silu) {
-          float z = bias[i];
-          for (int m = 0; m < W; ++m) z += w[i][m] * win[m][i];
-          g *= silu_grad(z);
+      for (int j = 0; j < S; ++j) {
+        for (int m = 0; m < W - 1; ++m)
+          for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
+        const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane], dw_word = ds[(r0 + j) * 32 + lane];
+        for (int i = 0; i < CPW; ++i) {
+          win[W - 1][i] = word_elem<TX>(&xw, i);
+          float g = word_elem<TX>(&dw_word, i);
+          if (SILU) {
+            float z = bias[i];
+            for (int m = 0; m < W; ++m) z += w[i][m] * win[m][i];
+            g *= silu_grad(z);
+          }
+          gs[(r0 + j) * C + lane * CPW + i] = g;
+          db[i] += g;
+          for (int m = 0; m < W; ++m) dw[i][m] += g * win[m][i];
         }
-        gs[(r0 + j) * C + lane * CPW + i] = g;
-        db[i] += g;
-        for (int m = 0; m < W; ++m) dw[i][m] += g * win[m][i];
       }
-    }
+    };
+    if (p.silu)
+      g_phase(true);
+    else
+      g_phase(false);
     __syncthreads();
 
     // dx(s) = sum_k w[k] g(s+W-1-k): the g tile's rows s-t0 .. s-t0+W-1, packed into the dout
-    // tile, then stored.
+    // tile, then stored. DFIN: the tile holds some of the row's last W-1 steps.
     if (p.dx != nullptr) {
-      float gw[W][CPW];
-      for (int j = 0; j < W - 1; ++j)
-        for (int i = 0; i < CPW; ++i) gw[j + 1][i] = gs[(r0 + j) * C + lane * CPW + i];
+      auto dx_phase = [&](const bool DFIN) {
+        float gw[W][CPW];
+        for (int j = 0; j < W - 1; ++j)
+          for (int i = 0; i < CPW; ++i) gw[j + 1][i] = gs[(r0 + j) * C + lane * CPW + i];
 #pragma unroll
-      for (int j = 0; j < S; ++j) {
-        float o[CPW];
-        for (int i = 0; i < CPW; ++i) {
-          for (int m = 0; m < W - 1; ++m) gw[m][i] = gw[m + 1][i];
-          gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPW + i];
-          float a = 0.f;
-          for (int m = 0; m < W; ++m) a += w[i][m] * gw[W - 1 - m][i];
-          o[i] = a;
+        for (int j = 0; j < S; ++j) {
+          float o[CPW];
+          for (int i = 0; i < CPW; ++i) {
+            for (int m = 0; m < W - 1; ++m) gw[m][i] = gw[m + 1][i];
+            gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPW + i];
+            float a = 0.f;
+            for (int m = 0; m < W; ++m) a += w[i][m] * gw[W - 1 - m][i];
+            o[i] = a;
+          }
+          const long long s = t0 + r0 + j;
+          if (DFIN && s >= p.seqlen - (W - 1))  // the last W-1 steps only
+            for (int i = 0; i < CPW; ++i)
+              if (c0 + lane * CPW + i < p.dim) o[i] += bwd_dfinal<TX>(p, W, b, c0 + lane * CPW + i, s);
+          pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
         }
-        const long long s = t0 + r0 + j;
-        if (p.dfinal_states != nullptr && s >= p.seqlen - (W - 1))  // the last W-1 steps only
-          for (int i = 0; i < CPW; ++i)
-            if (c0 + lane * CPW + i < p.dim) o[i] += bwd_dfinal<TX>(p, W, b, c0 + lane * CPW + i, s);
-        pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
-      }
+      };
+      if (p.dfinal_states != nullptr && t0 + T > p.seqlen - (W - 1))
+        dx_phase(true);
+      else
+        dx_phase(false);
       __syncthreads();
       const int dhi = p.seqlen - t0 < T ? (int)(p.seqlen - t0) : T;  // rows of dx in the row
       TX* __restrict__ dxt = static_cast<TX*>(p.dx) + dxo;

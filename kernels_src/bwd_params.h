@@ -51,12 +51,12 @@ CC1D_BWD_FN bool bwd_channel_layout(int layout) {
 // TIME_VEC and the channel walks take no dynamic shared memory (CHANNEL_VEC's tiles are static).
 CC1D_BWD_FN bool bwd_block_smem(int layout) { return layout == kBwdLayoutTime || layout == kBwdLayoutTimeSeq; }
 CC1D_BWD_FN int bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
-// The main kernel's __launch_bounds__ minimum of resident blocks. TIME_VEC in 16-bit types: 5
-// (at most 96 registers, 31% occupancy), which holds its two warp steps of loads in flight
-// without spilling (7, 72 registers, spilled them; one step ahead at 7 ran at 56% of the copy on
-// an H200). 0: none (an explicit 1 is not the same to ptxas: it gave the time layouts 40-60 more
-// registers).
-CC1D_BWD_FN int bwd_min_blocks(int layout, int x_bytes) { return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 5 : 0; }
+// The main kernel's __launch_bounds__ minimum of resident blocks. TIME_VEC in 16-bit types: 6
+// (at most 80 registers, 38% occupancy): the most that holds its walk without spilling (7, 72
+// registers, spills 22 instructions outside the loop); left alone, ptxas takes 96 (31%), and
+// the walk, bound by instruction issue, ran slower (bwd_time_vec.cuh, kAhead). 0: none (an
+// explicit 1 is not the same to ptxas: it gave the time layouts 40-60 more registers).
+CC1D_BWD_FN int bwd_min_blocks(int layout, int x_bytes) { return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 6 : 0; }
 // CHANNEL_VEC: channels per block (a tile row of 128 bytes: 32 words, one per lane).
 CC1D_BWD_FN int bwd_tile_channels(int x_bytes) { return 128 / x_bytes; }
 CC1D_BWD_FN int bwd_smem_gt(int C, int W) { return W - 1 + C; }

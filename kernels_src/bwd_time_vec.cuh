@@ -20,9 +20,11 @@ struct BwdTimeWarp {
   static constexpr int NWD = P / Words<TX>::kPerWord;            // words per lane: 4 (16-bit) or 8 (fp32)
   static constexpr int H0 = (P - (W - 1)) / Words<TX>::kPerWord;  // first word holding a halo input
   static constexpr int NH = NWD - H0;                             // words of the halo (0 for W = 1)
-  // Warp steps whose loads are in flight during a step's math. One step of fp32 is 64 bytes a
-  // lane (x and dout), as much as a whole 4-step segment of the forward's 16-bit loads.
-  static constexpr int kAhead = sizeof(TX) == 4 ? 1 : 2;
+  // Warp steps whose loads are in flight during a step's math. On an H200 (2026-12-04) more than
+  // one lost in every dtype: 16-bit two ahead at 96 registers ran at 52-54% of the copy, three at
+  // 120 at 46-48%, one at 80 at 55-56%; fp32 two ahead 71-73% against one's 80-82%. The walk is
+  // bound by instruction issue, so occupancy counts more than bytes in flight.
+  static constexpr int kAhead = 1;
   static constexpr unsigned kAll = 0xffffffffu;
 
   // One warp step's words of this lane: x, dout, and (lane 0) the halo inputs before its first.

@@ -34,6 +34,22 @@ TEST_CASE("emulate: every backward variant against the float64 reference, in che
   }
 }
 
+// channel_vec tests dfinal_states once a tile (its dx phase compiled with and without it): rows
+// whose last tile ends just before, on, and just after the first of the last W-1 steps, and rows
+// that end one step into a tile, with dfinal_states, silu on and off.
+TEST_CASE("emulate: channel-last tiles that meet the final states' rows") {
+  setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
+  std::mt19937 rng = test_rng(823);
+  const int T = cc1d::kBwdChannelTile;
+  for (int xdt : {0, 2})
+    for (int W = 2; W <= CC1D_MAX_WIDTH; ++W)
+      for (int64_t L : {int64_t{2 * T + W - 3}, int64_t{2 * T + W - 2}, int64_t{2 * T + W - 1}, int64_t{T + 1}}) {
+        const bool silu = (W + L) % 2 == 0;
+        BwdCase c{xdt, xdt, W, Layout::ChannelLast, 2, 72, L, true, silu, false, W % 2 == 0, true};
+        run_bwd_case(c, rng, CC1D_BACKEND_EMULATE);
+      }
+}
+
 TEST_CASE("emulate: deterministic gradients are bitwise identical under shuffled launches") {
   setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
   for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast}) {
