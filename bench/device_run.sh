@@ -8,7 +8,8 @@
 # "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (18 MB; the whole build
 # directory is over the 64 MiB a carry may hold; the libcc1d.so symlinks need not travel; the
 # argument packer serves the device's CPython whatever its version, and the report step says
-# whether it loaded).
+# whether it loaded). The `variants` step may add build/kernels-base (CC1D_VARIANTS_BASE) and
+# build/lib-variants (CC1D_LIB_VARIANTS, about 26 MB) to the carry: see below.
 #
 #   bench/device_run.sh [--rehearse]
 #
