@@ -227,7 +227,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   constexpr int R = T + W - 1;                 // rows of x (from t0-(W-1)) and of g (from t0)
   constexpr int NW = kBwdWarps;
   constexpr int S = T / NW;                    // steps per warp
-  constexpr int XR = (R + RR - 1) / RR, DR = T / RR;  // load rounds
+  constexpr int DR = T / RR;                   // dout load rounds
   constexpr int kRound = RR * 32 * 4;          // bytes of a tile per load round
   static_assert(NW * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
   static_assert(C == 32 * CPW, "a lane per word of a tile row");
@@ -253,31 +253,16 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   const TX* __restrict__ dtile = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c0 + lv * V + (t0 + lr) * ds_t;
   long long dxo = b * p.dx_stride[0] + c0 + lv * V + (t0 + lr) * dxs_t;
 
-  // The copies of the tile at time t into buffer `buf`: x row r is time t-(W-1)+r, in x for r in
-  // [lo, hi); dout rows [0, hi-(W-1)) exist. The others read zeros, except the initial states'
-  // rows (written in the walk).
+  // The copies of the tile at time t into buffer `buf`: x's rows (the initial states' rows are
+  // written in the walk), and dout's rows [0, T) from time t, zeros from seqlen on.
   auto issue = [&](long long t, const TX* __restrict__ xt, const TX* __restrict__ dt, int buf) {
-    SmemAddr xdst = xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4);
+    async_copy_x_rows<TX, W, R, RR>(xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4), xt, xs_t, t,
+                                    p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
     SmemAddr ddst = dbuf_addr + (SmemAddr)((buf * T * 32 + lr * 32 + lv * 4) * 4);
-    if (t >= W - 1 && t + T <= p.seqlen) {  // inside the row (almost every tile): no row checks
-      for (int i = 0; i < XR; ++i, xt += RR * xs_t, xdst += kRound)
-        if (i * RR + lr < R) async_copy16(xdst, lv_ok ? xt : p.x, lv_ok);
-      for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) async_copy16(ddst, lv_ok ? dt : p.dout, lv_ok);
-    } else {  // a row's first or last tile: rolled, it is rare
-      const long long left = p.seqlen - t + (W - 1);
-      const int lo = t < W - 1 ? (int)(W - 1 - t) : 0, hi = left < R ? (int)left : R;
-      const int skip = p.initial_states != nullptr ? lo : 0;
-#pragma unroll 1
-      for (int i = 0; i < XR; ++i, xt += RR * xs_t, xdst += kRound) {
-        const int r = i * RR + lr;
-        const bool in_x = r >= lo && r < hi && lv_ok;
-        if (r < R && r >= skip) async_copy16(xdst, in_x ? xt : p.x, in_x);
-      }
-#pragma unroll 1
-      for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) {
-        const bool in_d = i * RR + lr < hi - (W - 1) && lv_ok;
-        async_copy16(ddst, in_d ? dt : p.dout, in_d);
-      }
+    const long long drows = p.seqlen - t;  // dout's rows in the row
+    for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) {
+      const bool in_d = i * RR + lr < drows && lv_ok;
+      async_copy16(ddst, in_d ? dt : p.dout, in_d);
     }
     async_commit();
   };

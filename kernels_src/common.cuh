@@ -119,4 +119,30 @@ CC1D_HD void async_wait() {
 #endif
 }
 
+// Channel-last tiles (the forward's and the backward's CHANNEL_VEC): one thread's asynchronous
+// copies of a tile's x rows. Row r (of R) is time t-(W-1)+r, 128 bytes of channels, 8 threads a
+// row; this thread copies rows lr, lr+RR, ... from xt (its first row's 16 bytes, xs_t elements a
+// row) to dst (then kRound bytes a round). Rows outside x read zeros (from `any`, a valid
+// address), except those before time 0 when the caller writes initial states there (skip_states).
+// A tile inside the row runs with no row checks; a row's first or last tile is rolled (rare).
+template <typename TX, int W, int R, int RR>
+CC1D_HD void async_copy_x_rows(SmemAddr dst, const TX* __restrict__ xt, long long xs_t, long long t, long long seqlen,
+                               bool skip_states, int lr, bool lv_ok, const void* any) {
+  constexpr int kRound = RR * 32 * 4, ROUNDS = (R + RR - 1) / RR;
+  if (t >= W - 1 && t + R - (W - 1) <= seqlen) {
+    for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t, dst += kRound)
+      if (i * RR + lr < R) async_copy16(dst, lv_ok ? xt : any, lv_ok);
+  } else {
+    const long long left = seqlen - t + (W - 1);
+    const int lo = t < W - 1 ? (int)(W - 1 - t) : 0, hi = left < R ? (int)left : R;
+    const int skip = skip_states ? lo : 0;
+#pragma unroll 1
+    for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t, dst += kRound) {
+      const int r = i * RR + lr;
+      const bool in_x = r >= lo && r < hi && lv_ok;
+      if (r < R && r >= skip) async_copy16(dst, in_x ? xt : any, in_x);
+    }
+  }
+}
+
 }  // namespace cc1d
