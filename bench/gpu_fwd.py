@@ -5,7 +5,8 @@ is exercised: channel-first (TIME_VEC), channel-last (CHANNEL_VEC), a channel-fi
 whose rows are not 16-byte aligned (TIME_VEC peeling each row's head; the generic TIME path
 before 2026-12-04 15:40), a channel-first view whose rows sit at other offsets mod 16 than the
 output's (the generic TIME path), channel-first with seq_idx (TIME_SEQ), channel-last with
-dim % 8 = 4 (CHANNEL) and channel-last with seq_idx (CHANNEL_SEQ). Goal: the vector paths at
+dim % 8 = 4 (CHANNEL), channel-last with seq_idx (CHANNEL_VEC_SEQ; CHANNEL_SEQ before
+2026-12-04 23:00) and the same with dim % 8 = 4 (CHANNEL_SEQ). Goal: the vector paths at
 >= 85% of the copy (issue 9's model put upstream's kernels at 75-85%).
 
 Also a correctness check against that baseline and the cold-start cost (NVRTC compile, or the
@@ -34,7 +35,8 @@ QUICK_SHAPES = [(2, 1024, 1024), (16, 2048, 1)]
 LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),
            ("channel-first, seqlen % 8 = 7", (torch.bfloat16,)), ("channel-first view, row stride L + 1", (torch.bfloat16,)),
            ("channel-first + seq_idx", (torch.bfloat16,)),
-           ("channel-last, dim % 8 = 4", (torch.bfloat16,)), ("channel-last + seq_idx", (torch.bfloat16,))]
+           ("channel-last, dim % 8 = 4", (torch.bfloat16,)), ("channel-last + seq_idx", (torch.bfloat16,)),
+           ("channel-last + seq_idx, dim % 8 = 4", (torch.bfloat16,))]
 WIDTH = 4
 
 

@@ -320,7 +320,11 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
 // word l (two 16-bit ones or one fp32) over the tile's rows [8w, 8w+8), writing its outputs into
 // a shared output tile, which 16-byte stores write out. The final states are the last W-1 rows
 // of the last input tile. Two barriers per tile.
-template <typename TX, typename TW, int W, int ACT>
+// SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, one per input row, sit beside it in shared
+// memory, loaded a tile ahead into a register and stored after the tile's math. A warp whose
+// rows and their windows lie in one segment (not padding) skips the masks; the others mask each
+// tap of another segment and zero the outputs of padding, as the generic paths do.
+template <typename TX, typename TW, int W, int ACT, bool SEQ>
 CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, long long run) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
   constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
@@ -332,6 +336,9 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   constexpr int STEPS = T / kFwdWarps;         // rows per warp
   CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * 32);
   CC1D_SHARED_ARRAY(unsigned, ys, T * 32);
+  constexpr int RS = (R + 3) / 4 * 4;          // SEQ: a tile's segment ids, 16-byte aligned
+  constexpr int NQ = (STEPS + W - 1 + 3) / 4;  // SEQ: 16-byte loads of a warp's ids
+  CC1D_SHARED_ARRAY(int, sbuf, SEQ ? 2 * RS : 1);  // SEQ: the two tiles' segment ids, a row each
   const SmemAddr xbuf_addr = smem_addr(xbuf);
   const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
   const int lane = tid & 31, r0 = (tid >> 5) * STEPS;         // compute: word, first row
@@ -354,8 +361,14 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     async_copy_x_rows<TX, W, R, RR>(dst, xt, xs_t, t, p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
     async_commit();
   };
+  // SEQ: the segment id of the tile at t's row `tid` (threads below R), in a register until the
+  // buffer is free.
+  auto seq_row = [&](long long t) { return tid < R ? fwd_load_seq(p, b, t - (W - 1) + tid) : 0; };
+  int seq_next = SEQ ? seq_row(t0) : 0;
   __syncthreads();  // the block's previous item is done with both buffers and ys
   issue(t0, xtile, 0);
+  if constexpr (SEQ)
+    if (tid < R) sbuf[tid] = seq_next;
   unsigned* xs = xbuf;  // the current tile's buffer (after the loop: the last tile's)
 #pragma unroll 1
   for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T, xtile += T * xs_t, otile += T * os_t) {
@@ -363,6 +376,8 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     // The next tile's copies go into the buffer the previous tile computed from (a barrier ago).
     const bool next = k + 1 < kFwdChannelTiles && t0 + T < p.seqlen;  // uniform in the block
     if (next) issue(t0 + T, xtile + T * xs_t, (k + 1) & 1);
+    if constexpr (SEQ)
+      if (next) seq_next = seq_row(t0 + T);
     if (t0 < W - 1 && p.initial_states != nullptr) {  // the first tile of a row: rare, rolled
 #pragma unroll 1
       for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kFwdThreads) {
@@ -381,24 +396,46 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     }
     __syncthreads();
 
-    float win[W][CPW];
-    for (int j = 0; j < W - 1; ++j)
-      for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+    // SEQ: the segment ids of the warp's input rows r0..r0+STEPS+W-2; `masked` (uniform in the
+    // warp) unless they are one segment, not padding.
+    int sq[SEQ ? 4 * NQ : 1] = {};
+    bool masked = false;
+    if constexpr (SEQ) {
+      for (int v = 0; v < NQ; ++v)
+        load16(sbuf + (k & 1) * RS + r0 + 4 * v, *reinterpret_cast<unsigned(*)[4]>(sq + 4 * v));
+      for (int j = 1; j < STEPS + W - 1; ++j) masked = masked || sq[j] != sq[0];
+      masked = masked || sq[0] < 0;
+    }
+    // Two unrolled copies of the rows' math under SEQ, with the masks and without (mk is a
+    // constant in each), one without SEQ.
 #pragma unroll
-    for (int j = 0; j < STEPS; ++j) {
-      for (int m = 0; m < W - 1; ++m)
-        for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
-      const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane];
-      float o[CPW];
-      for (int i = 0; i < CPW; ++i) {
-        win[W - 1][i] = word_elem<TX>(&xw, i);
-        float x[W];
-        for (int m = 0; m < W; ++m) x[m] = win[m][i];
-        o[i] = fwd_tap<W, ACT>(p, w[i], bias[i], x);
+    for (int mode = 0; mode < (SEQ ? 2 : 1); ++mode) {
+      const bool mk = SEQ && mode == 1;
+      if (mk != masked) continue;
+      float win[W][CPW];
+      for (int j = 0; j < W - 1; ++j)
+        for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+#pragma unroll
+      for (int j = 0; j < STEPS; ++j) {
+        for (int m = 0; m < W - 1; ++m)
+          for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
+        const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane];
+        const int cur = sq[SEQ ? j + W - 1 : 0];
+        float o[CPW];
+        for (int i = 0; i < CPW; ++i) {
+          win[W - 1][i] = word_elem<TX>(&xw, i);
+          float x[W];  // mk: a tap of another segment reads 0
+          for (int m = 0; m < W; ++m) x[m] = mk && sq[SEQ ? j + m : 0] != cur ? 0.f : win[m][i];
+          o[i] = fwd_tap<W, ACT>(p, w[i], bias[i], x);
+        }
+        pack_words<TX>(o, ys + (r0 + j) * 32 + lane);
+        if (mk && cur < 0) ys[(r0 + j) * 32 + lane] = 0;  // padding: 0 (one word of outputs)
       }
-      pack_words<TX>(o, ys + (r0 + j) * 32 + lane);
     }
     __syncthreads();
+    // The next tile's segment ids go into the buffer the previous tile read (a barrier ago).
+    if constexpr (SEQ)
+      if (next && tid < R) sbuf[((k + 1) & 1) * RS + tid] = seq_next;
 
     const long long left = p.seqlen - t0;  // output rows of this tile in x: min(left, T)
     TX* __restrict__ ot = otile;
@@ -428,8 +465,11 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
 template <typename TX, typename TW, int W, int PATH>
 __global__ void __launch_bounds__(kFwdThreads) causal_conv1d_fwd_kernel(const FwdParams p) {
   constexpr bool TIME_VEC = PATH == kFwdPathTimeVec || PATH == kFwdPathTimeVecSilu;
-  constexpr bool CHANNEL_VEC = PATH == kFwdPathChannelVec || PATH == kFwdPathChannelVecSilu;
-  constexpr int ACT = PATH == kFwdPathTimeVecSilu || PATH == kFwdPathChannelVecSilu ? kActSilu : kActNone;
+  constexpr bool CHANNEL_VEC =
+      PATH == kFwdPathChannelVec || PATH == kFwdPathChannelVecSilu || PATH == kFwdPathChannelVecSeq;
+  constexpr int ACT = PATH == kFwdPathChannelVecSeq                                     ? kActRuntime
+                      : PATH == kFwdPathTimeVecSilu || PATH == kFwdPathChannelVecSilu ? kActSilu
+                                                                                       : kActNone;
   const unsigned nt = (unsigned)p.num_time_chunks;
   for (long long b = blockIdx.y; b < p.batch; b += gridDim.y) {
     for (long long blk = blockIdx.x; blk < p.blocks_per_batch; blk += gridDim.x) {
@@ -447,7 +487,7 @@ __global__ void __launch_bounds__(kFwdThreads) causal_conv1d_fwd_kernel(const Fw
         if constexpr (PATH == kFwdPathTime || PATH == kFwdPathTimeSeq) {
           fwd_time_block<TX, TW, W, PATH == kFwdPathTimeSeq>(p, b, cb, chunk);
         } else if constexpr (CHANNEL_VEC) {
-          fwd_channel_tiles<TX, TW, W, ACT>(p, b, cb, chunk);
+          fwd_channel_tiles<TX, TW, W, ACT, PATH == kFwdPathChannelVecSeq>(p, b, cb, chunk);
         } else {
           fwd_channel_run<TX, TW, W, PATH == kFwdPathChannelSeq>(p, b, cb, chunk);
         }

@@ -27,7 +27,8 @@ constexpr int kFwdPathTimeVec = 4;     // channel-first, unit time stride, x and
 constexpr int kFwdPathChannelVec = 5;  // channel-last, unit channel stride, 16-byte aligned, no seq_idx
 constexpr int kFwdPathTimeVecSilu = 6;     // kFwdPathTimeVec with silu
 constexpr int kFwdPathChannelVecSilu = 7;  // kFwdPathChannelVec with silu
-constexpr int kFwdNumPaths = 8;
+constexpr int kFwdPathChannelVecSeq = 8;   // kFwdPathChannelVec with seq_idx (silu a runtime flag)
+constexpr int kFwdNumPaths = 9;
 
 struct FwdParams {
   const void* x;               // (batch, dim, seqlen), TX
@@ -53,7 +54,7 @@ struct FwdParams {
   long long num_time_chunks;
   long long num_channel_blocks;
   long long blocks_per_batch;  // TIME_VEC: items / kFwdWarps rounded up; else the item count
-  int silu;  // the generic paths' activation (the vector paths have it in their variant)
+  int silu;  // the generic paths' and CHANNEL_VEC_SEQ's activation (the other vector paths have it in their variant)
   int pad_;
 };
 

@@ -68,7 +68,16 @@ TEST_CASE("emulate: every forward variant against the float64 reference") {
         run_case({xdt, wdt, width, Layout::ChannelLast, 1, 40, 70, true, true, false, true, true}, rng);
         run_case({xdt, wdt, width, Layout::ChannelLast, 2, 136, 300, false, true, false, true, true}, rng);
         run_case({xdt, wdt, width, Layout::ChannelLast, 2, 16, 3, true, false, false, true, true}, rng);
-        runs += 7;
+        // CHANNEL_VEC_SEQ: segments of 1-9 steps with padding (most warps masked); segments of
+        // up to 120 steps over several items (most warps on the unmasked copy, with states);
+        // without silu; a sequence shorter than width-1.
+        FwdCase long_segments{xdt, wdt, width, Layout::ChannelLast, 2, 72, 300, true, true, true, true, true};
+        long_segments.max_segment = 120;
+        run_case({xdt, wdt, width, Layout::ChannelLast, 2, 40, 150, true, true, true, false, true}, rng);
+        run_case(long_segments, rng);
+        run_case({xdt, wdt, width, Layout::ChannelLast, 1, 16, 70, false, false, true, true, false}, rng);
+        run_case({xdt, wdt, width, Layout::ChannelLast, 2, 16, 2, true, true, true, true, true}, rng);
+        runs += 11;
       }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("emulate grid: %lld output elements in %.2f s (reference included)\n",
@@ -92,4 +101,19 @@ TEST_CASE("emulate: dim beyond one channel block and 65536 channels") {
   std::mt19937 rng = cc1d_test::test_rng(109);
   run_case({CC1D_FLOAT32, CC1D_BFLOAT16, 4, Layout::ChannelLast, 1, 300, 40, true, true, true, true, true}, rng);
   run_case({CC1D_FLOAT16, CC1D_FLOAT32, 3, Layout::ChannelLast, 1, 65536 + 5, 2, true, false, false, true, true}, rng);
+}
+
+TEST_CASE("emulate: channel-last seq_idx rows take CHANNEL_VEC_SEQ where the vector path applies") {
+  std::mt19937 rng = cc1d_test::test_rng(111);
+  auto launches = [](int path) {
+    const std::string name = cc1d::fwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, path);
+    const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(name);
+    REQUIRE_MESSAGE(k != nullptr, name);
+    return cc1d::emu::host_kernel_launches(*k);
+  };
+  const uint64_t vec = launches(cc1d::kFwdPathChannelVecSeq), generic = launches(cc1d::kFwdPathChannelSeq);
+  run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 24, 90, true, false, true, false, false}, rng);
+  CHECK(launches(cc1d::kFwdPathChannelVecSeq) == vec + 1);  // dim 24: whole 16-byte vectors
+  run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 20, 90, true, true, true, false, false}, rng);
+  CHECK(launches(cc1d::kFwdPathChannelSeq) == generic + 1);  // dim 20: not
 }

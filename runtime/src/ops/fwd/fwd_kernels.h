@@ -14,7 +14,7 @@ namespace cc1d {
 std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int path);
 
 // "time", "channel", "time_seq", "channel_seq", "time_vec", "channel_vec", "time_vec_silu",
-// "channel_vec_silu" (kFwdPath* order).
+// "channel_vec_silu", "channel_vec_seq" (kFwdPath* order).
 const char* fwd_path_name(int path);
 
 // Every forward name expression (all dtype pairs, widths 1..CC1D_MAX_WIDTH, every path).

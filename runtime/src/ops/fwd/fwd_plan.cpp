@@ -3,10 +3,10 @@
 //
 // The path (the kernel's 4th template argument) follows the layout the op's validation chose
 // (time-major or channel-major), then the fastest one the call allows: seq_idx has its own
-// paths; without it, unit-stride rows get the vector paths: channel-first ones where x's and
-// out's rows share their offset mod 16 bytes (the kernel peels the unaligned head), channel-last
-// ones where they are 16-byte aligned; anything else (strided views, odd alignments) the generic
-// ones.
+// paths (channel-last rows that the vector path takes get its seq_idx variant); without it,
+// unit-stride rows get the vector paths: channel-first ones where x's and out's rows share their
+// offset mod 16 bytes (the kernel peels the unaligned head), channel-last ones where they are
+// 16-byte aligned; anything else (strided views, odd alignments) the generic ones.
 #include <algorithm>
 #include <cstdint>
 
@@ -25,7 +25,8 @@ std::string fwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int path) {
 
 const char* fwd_path_name(int path) {
   static const char* const names[kFwdNumPaths] = {"time",     "channel",     "time_seq",      "channel_seq",
-                                                  "time_vec", "channel_vec", "time_vec_silu", "channel_vec_silu"};
+                                                  "time_vec", "channel_vec", "time_vec_silu", "channel_vec_silu",
+                                                  "channel_vec_seq"};
   return path >= 0 && path < kFwdNumPaths ? names[path] : "unknown";
 }
 
@@ -48,9 +49,10 @@ int choose_path(const FwdProblem& pr) {
     if (!rows_equally_aligned16(pr.x, pr.out, 2)) return kFwdPathTime;
     return pr.silu ? kFwdPathTimeVecSilu : kFwdPathTimeVec;
   }
-  if (seq) return kFwdPathChannelSeq;
   const int64_t per_vector = 16 / dtype_size(pr.x_dtype);
-  if (pr.dim % per_vector != 0 || !rows_aligned16(pr.x, 1) || !rows_aligned16(pr.out, 1)) return kFwdPathChannel;
+  if (pr.dim % per_vector != 0 || !rows_aligned16(pr.x, 1) || !rows_aligned16(pr.out, 1))
+    return seq ? kFwdPathChannelSeq : kFwdPathChannel;
+  if (seq) return kFwdPathChannelVecSeq;
   return pr.silu ? kFwdPathChannelVecSilu : kFwdPathChannelVec;
 }
 
@@ -78,7 +80,8 @@ KernelLaunch plan_fwd(const Problem& problem) {
       p.num_channel_blocks = pr.dim;
       break;
     case kFwdPathChannelVec:
-    case kFwdPathChannelVecSilu:  // 128 bytes of channels x kFwdChannelTiles tiles per item
+    case kFwdPathChannelVecSilu:
+    case kFwdPathChannelVecSeq:  // 128 bytes of channels x kFwdChannelTiles tiles per item
       p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdChannelTile * kFwdChannelTiles);
       p.num_channel_blocks = ceil_div(pr.dim, 128 / dtype_size(pr.x_dtype));
       break;
