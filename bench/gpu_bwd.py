@@ -3,7 +3,8 @@ bytes (the bandwidth ceiling) and beside transformers' fallback under autograd (
 with groups=dim, padding=W-1, slice, silu), in the same process on the same GPU. Every kernel
 layout of the backward is exercised: channel-first (time_vec), channel-first rows not 16-byte
 aligned (time), channel-first with seq_idx (time_seq), channel-last (channel_vec), channel-last
-with dim % 8 = 4 (channel) and channel-last with seq_idx (channel_seq).
+with dim % 8 = 4 (channel), channel-last with seq_idx (channel_vec_seq; channel_seq before
+2026-12-04 23:30) and the same with dim % 8 = 4 (channel_seq).
 
 Each column times the backward alone: torch.autograd.grad(out, (x, weight, bias), dout,
 retain_graph=True) on a graph built once; on CUDA that includes the autograd engine's hand-off to
@@ -33,7 +34,8 @@ QUICK_SHAPES = [(2, 512, 1024)]
 # (layout, dtypes): the fast path in both dtypes, the other layouts in bf16.
 LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),
            ("channel-first, seqlen % 8 = 7", (torch.bfloat16,)), ("channel-first + seq_idx", (torch.bfloat16,)),
-           ("channel-last, dim % 8 = 4", (torch.bfloat16,)), ("channel-last + seq_idx", (torch.bfloat16,))]
+           ("channel-last, dim % 8 = 4", (torch.bfloat16,)), ("channel-last + seq_idx", (torch.bfloat16,)),
+           ("channel-last + seq_idx, dim % 8 = 4", (torch.bfloat16,))]
 WIDTH = 4
 
 

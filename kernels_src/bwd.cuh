@@ -216,7 +216,11 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
 // recomputed from global memory), and the dweight/dbias sums in registers; then dx from the g
 // tile into the packed dout tile, which 16-byte stores write out. Three barriers per tile; the
 // block's sums are reduced over its warps in a fixed order.
-template <typename TX, typename TW, int W>
+// SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, times [t0-(W-1), t0+T+W-1), sit beside it in
+// shared memory (loaded a tile ahead into a register, stored after the g phase). A warp whose
+// ids (its steps' windows in both phases) are one segment, not padding, runs the unmasked
+// phases; the others mask each tap across segments and zero g in padding, as CHANNEL_SEQ does.
+template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, long long seg) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
   constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
@@ -231,9 +235,14 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   constexpr int kRound = RR * 32 * 4;          // bytes of a tile per load round
   static_assert(NW * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
   static_assert(C == 32 * CPW, "a lane per word of a tile row");
+  constexpr int NS = T + 2 * (W - 1);          // SEQ: a tile's segment ids
+  constexpr int RS = (NS + 3) / 4 * 4;         // SEQ: their row in shared memory, 16-byte aligned
+  constexpr int NQ = (S + 2 * (W - 1) + 3) / 4;  // SEQ: 16-byte loads of a warp's ids
+  static_assert(NS <= kBwdThreads, "a thread per segment id");
   CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * 32);
   CC1D_SHARED_ARRAY(unsigned, dbuf, 2 * T * 32);  // dout, then dx
   CC1D_SHARED_ARRAY(float, gs, R * C);            // g; after the walk, the warps' partial sums
+  CC1D_SHARED_ARRAY(int, sbuf, SEQ ? 2 * RS : 1);  // SEQ: the two tiles' segment ids
   const SmemAddr xbuf_addr = smem_addr(xbuf), dbuf_addr = smem_addr(dbuf);
   const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
   const int lane = tid & 31, warp = tid >> 5, r0 = warp * S;  // compute: word, first step
@@ -267,20 +276,29 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     async_commit();
   };
 
+  // SEQ: the segment id of time t-(W-1)+tid (threads below NS), in a register until its buffer
+  // is free.
+  auto seq_row = [&](long long t) { return tid < NS ? bwd_seq(p, b, t - (W - 1) + tid) : 0; };
+  int seq_next = SEQ ? seq_row(t0) : 0;
   __syncthreads();  // the block's previous item is done with both buffers and gs
   issue(t0, xtile, dtile, 0);
+  if constexpr (SEQ)
+    if (tid < NS) sbuf[tid] = seq_next;
   // The segment's last tile's halo: g at t0+T+j from global memory (0 from seqlen on; its window
   // lies in [0, seqlen), as t0+T >= W-1). A warp a row, each thread its own channels.
 #pragma unroll 1
   for (int j = warp; j < W - 1; j += NW) {
     const long long t = t0 + T + j;
+    const int cur = SEQ ? bwd_seq(p, b, t) : 0;  // SEQ: taps of other segments masked, padding 0
+    bool same[W];
+    for (int k = 0; k < W; ++k) same[k] = !SEQ || bwd_seq(p, b, t - (W - 1) + k) == cur;
     for (int i = 0; i < CPW; ++i) {
       const int ci = lane * CPW + i;
       float g = 0.f;
-      if (t < p.seqlen && c0 + ci < p.dim) {  // x's channel stride is 1
+      if (t < p.seqlen && c0 + ci < p.dim && cur >= 0) {  // x's channel stride is 1
         float z = bias[i];
         for (int k = 0; k < W; ++k)
-          z += w[i][k] * load_as_float<TX>(p.x, b * p.x_stride[0] + c0 + ci + (t - (W - 1) + k) * xs_t);
+          if (same[k]) z += w[i][k] * load_as_float<TX>(p.x, b * p.x_stride[0] + c0 + ci + (t - (W - 1) + k) * xs_t);
         g = load_as_float<TX>(p.dout, b * p.dout_stride[0] + c0 + ci + t * ds_t);
         if (p.silu) g *= silu_grad(z);
       }
@@ -313,12 +331,26 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     __syncthreads();
     // The earlier tile's copies go into the buffers the later tile read before this barrier.
     if (t0 - T >= s_begin) issue(t0 - T, xtile - T * xs_t, dtile - T * ds_t, (k + 1) & 1);
+    // SEQ: the ids of the warp's steps' windows, times t0+r0-(W-1) .. t0+r0+S+W-2; `masked`
+    // (uniform in the warp) unless they are one segment, not padding.
+    // The masked copies read the ids from shared memory (sq[i]: time t0+r0-(W-1)+i), so that the
+    // unmasked ones hold none in registers.
+    const int* sq = sbuf + (k & 1) * RS + r0;
+    bool masked = false;
+    if constexpr (SEQ) {
+      if (t0 - T >= s_begin) seq_next = seq_row(t0 - T);
+      int q[4 * NQ];
+      for (int v = 0; v < NQ; ++v) load16(sq + 4 * v, *reinterpret_cast<unsigned(*)[4]>(q + 4 * v));
+      for (int j = 1; j < S + 2 * (W - 1); ++j) masked = masked || q[j] != q[0];
+      masked = masked || q[0] < 0;
+    }
 
     // g at the warp's steps (dout is 0 past seqlen, so g is), and the sums. The activation and
     // (below) dfinal_states are tested once a tile: each phase is called with a constant flag
     // from both sides of the test, so it is inlined twice with the flag's branches folded (tested
     // per element, they were a sixth of the tile's instructions).
-    auto g_phase = [&](const bool SILU) {
+    // MK: the masked copy (SEQ).
+    auto g_phase = [&](const bool SILU, const bool MK) {
       float win[W][CPW];  // x at steps t-(W-1)..t
       for (int j = 0; j < W - 1; ++j)
         for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
@@ -327,41 +359,56 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
         for (int m = 0; m < W - 1; ++m)
           for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
         const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane], dw_word = ds[(r0 + j) * 32 + lane];
+        const int cur = MK ? sq[j + W - 1] : 0;
         for (int i = 0; i < CPW; ++i) {
           win[W - 1][i] = word_elem<TX>(&xw, i);
-          float g = word_elem<TX>(&dw_word, i);
+          float g = word_elem<TX>(&dw_word, i), x[W];
+          for (int m = 0; m < W; ++m) x[m] = MK && sq[j + m] != cur ? 0.f : win[m][i];
           if (SILU) {
             float z = bias[i];
-            for (int m = 0; m < W; ++m) z += w[i][m] * win[m][i];
+            for (int m = 0; m < W; ++m) z += w[i][m] * x[m];
             g *= silu_grad(z);
           }
+          if (MK && cur < 0) g = 0.f;  // a padding step passes no gradient
           gs[(r0 + j) * C + lane * CPW + i] = g;
           db[i] += g;
-          for (int m = 0; m < W; ++m) dw[i][m] += g * win[m][i];
+          for (int m = 0; m < W; ++m) dw[i][m] += g * x[m];
         }
       }
     };
-    if (p.silu)
-      g_phase(true);
-    else
-      g_phase(false);
+    if (SEQ && masked) {
+      if (p.silu)
+        g_phase(true, SEQ);
+      else
+        g_phase(false, SEQ);
+    } else {
+      if (p.silu)
+        g_phase(true, false);
+      else
+        g_phase(false, false);
+    }
     __syncthreads();
+    // SEQ: the earlier tile's ids go into the buffer the later tile read a barrier ago.
+    if constexpr (SEQ)
+      if (t0 - T >= s_begin && tid < NS) sbuf[((k + 1) & 1) * RS + tid] = seq_next;
 
     // dx(s) = sum_k w[k] g(s+W-1-k): the g tile's rows s-t0 .. s-t0+W-1, packed into the dout
     // tile, then stored. DFIN: the tile holds some of the row's last W-1 steps.
     if (p.dx != nullptr) {
-      auto dx_phase = [&](const bool DFIN) {
+      auto dx_phase = [&](const bool DFIN, const bool MK) {
         float gw[W][CPW];
         for (int j = 0; j < W - 1; ++j)
           for (int i = 0; i < CPW; ++i) gw[j + 1][i] = gs[(r0 + j) * C + lane * CPW + i];
 #pragma unroll
         for (int j = 0; j < S; ++j) {
           float o[CPW];
+          const int cur = MK ? sq[j + W - 1] : 0;  // MK: g of another segment is masked
           for (int i = 0; i < CPW; ++i) {
             for (int m = 0; m < W - 1; ++m) gw[m][i] = gw[m + 1][i];
             gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPW + i];
             float a = 0.f;
-            for (int m = 0; m < W; ++m) a += w[i][m] * gw[W - 1 - m][i];
+            for (int m = 0; m < W; ++m)
+              a += w[i][m] * (MK && sq[j + 2 * (W - 1) - m] != cur ? 0.f : gw[W - 1 - m][i]);
             o[i] = a;
           }
           const long long s = t0 + r0 + j;
@@ -371,10 +418,18 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
           pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
         }
       };
-      if (p.dfinal_states != nullptr && t0 + T > p.seqlen - (W - 1))
-        dx_phase(true);
-      else
-        dx_phase(false);
+      const bool dfin = p.dfinal_states != nullptr && t0 + T > p.seqlen - (W - 1);
+      if (SEQ && masked) {
+        if (dfin)
+          dx_phase(true, SEQ);
+        else
+          dx_phase(false, SEQ);
+      } else {
+        if (dfin)
+          dx_phase(true, false);
+        else
+          dx_phase(false, false);
+      }
       __syncthreads();
       const int dhi = p.seqlen - t0 < T ? (int)(p.seqlen - t0) : T;  // rows of dx in the row
       TX* __restrict__ dxt = static_cast<TX*>(p.dx) + dxo;
@@ -395,7 +450,8 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
         if (c >= p.dim) continue;
         float a = bwd_dfinal<TX>(p, W, b, c, j - (W - 1));
         for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
-          if (k <= j) a += w[i][k] * gs[(j - k) * C + ci];
+          if (k <= j && (!SEQ || bwd_seq(p, b, j - k) == bwd_seq(p, b, j - (W - 1))))
+            a += w[i][k] * gs[(j - k) * C + ci];
         static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + j * p.dinit_stride[2]] =
             from_float<TX>(a);
       }
@@ -434,8 +490,8 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_min_blocks(LAYOUT, sizeof(TX)
       const long long seg = u % ns, cb = u / ns;
       if constexpr (PER_WARP) {
         BwdTimeWarp<TX, TW, W>(p, b, cb).run(seg);
-      } else if constexpr (LAYOUT == kBwdLayoutChannelVec) {
-        bwd_channel_tiles<TX, TW, W>(p, b, cb, seg);
+      } else if constexpr (LAYOUT == kBwdLayoutChannelVec || LAYOUT == kBwdLayoutChannelVecSeq) {
+        bwd_channel_tiles<TX, TW, W, LAYOUT == kBwdLayoutChannelVecSeq>(p, b, cb, seg);
       } else if constexpr (bwd_channel_layout(LAYOUT)) {
         bwd_channel_segment<TX, TW, W, LAYOUT == kBwdLayoutChannelSeq>(p, b, cb, seg);
       } else {

@@ -17,7 +17,8 @@ constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each 
 constexpr int kBwdLayoutTimeSeq = 3;  // the time walk with seq_idx (scalar loads, any strides)
 constexpr int kBwdLayoutChannelSeq = 4;  // the channel walk with seq_idx
 constexpr int kBwdLayoutChannelVec = 5;  // channel-last tiles in shared memory, 16-byte accesses, no seq_idx
-constexpr int kBwdNumLayouts = 6;
+constexpr int kBwdLayoutChannelVecSeq = 6;  // kBwdLayoutChannelVec with seq_idx
+constexpr int kBwdNumLayouts = 7;
 
 // Time layouts: a block walks one row's segment of time backwards, chunk by chunk; a chunk is
 // kBwdThreads * (16 / sizeof(x's element)) steps (TIME_VEC: a warp walks its segment
@@ -46,7 +47,8 @@ constexpr int kBwdChannelTile = 32;
 #define CC1D_BWD_FN constexpr
 #endif
 CC1D_BWD_FN bool bwd_channel_layout(int layout) {
-  return layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq || layout == kBwdLayoutChannelVec;
+  return layout == kBwdLayoutChannel || layout == kBwdLayoutChannelSeq || layout == kBwdLayoutChannelVec ||
+         layout == kBwdLayoutChannelVecSeq;
 }
 // TIME_VEC and the channel walks take no dynamic shared memory (CHANNEL_VEC's tiles are static).
 CC1D_BWD_FN bool bwd_block_smem(int layout) { return layout == kBwdLayoutTime || layout == kBwdLayoutTimeSeq; }

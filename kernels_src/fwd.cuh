@@ -396,15 +396,16 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     }
     __syncthreads();
 
-    // SEQ: the segment ids of the warp's input rows r0..r0+STEPS+W-2; `masked` (uniform in the
-    // warp) unless they are one segment, not padding.
-    int sq[SEQ ? 4 * NQ : 1] = {};
+    // SEQ: the segment ids of the warp's input rows r0..r0+STEPS+W-2 (sq[i]: row r0+i, read from
+    // shared memory by the masked copy only, so that the other holds none in registers); `masked`
+    // (uniform in the warp) unless they are one segment, not padding.
+    const int* sq = sbuf + (k & 1) * RS + r0;
     bool masked = false;
     if constexpr (SEQ) {
-      for (int v = 0; v < NQ; ++v)
-        load16(sbuf + (k & 1) * RS + r0 + 4 * v, *reinterpret_cast<unsigned(*)[4]>(sq + 4 * v));
-      for (int j = 1; j < STEPS + W - 1; ++j) masked = masked || sq[j] != sq[0];
-      masked = masked || sq[0] < 0;
+      int q[4 * NQ];
+      for (int v = 0; v < NQ; ++v) load16(sq + 4 * v, *reinterpret_cast<unsigned(*)[4]>(q + 4 * v));
+      for (int j = 1; j < STEPS + W - 1; ++j) masked = masked || q[j] != q[0];
+      masked = masked || q[0] < 0;
     }
     // Two unrolled copies of the rows' math under SEQ, with the masks and without (mk is a
     // constant in each), one without SEQ.
@@ -420,12 +421,12 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
         for (int m = 0; m < W - 1; ++m)
           for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
         const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane];
-        const int cur = sq[SEQ ? j + W - 1 : 0];
+        const int cur = mk ? sq[j + W - 1] : 0;
         float o[CPW];
         for (int i = 0; i < CPW; ++i) {
           win[W - 1][i] = word_elem<TX>(&xw, i);
           float x[W];  // mk: a tap of another segment reads 0
-          for (int m = 0; m < W; ++m) x[m] = mk && sq[SEQ ? j + m : 0] != cur ? 0.f : win[m][i];
+          for (int m = 0; m < W; ++m) x[m] = mk && sq[j + m] != cur ? 0.f : win[m][i];
           o[i] = fwd_tap<W, ACT>(p, w[i], bias[i], x);
         }
         pack_words<TX>(o, ys + (r0 + j) * 32 + lane);

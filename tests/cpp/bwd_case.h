@@ -221,18 +221,19 @@ inline BwdRun run_bwd_case(const BwdCase& c, std::mt19937& rng, int backend) {
   return r;
 }
 
-// The grid every backward backend runs: dtype pairs x widths x six kinds of case, one per kernel
+// The grid every backward backend runs: dtype pairs x widths x seven kinds of case, one per kernel
 // layout, the options and lengths varying with the case. Channel-first rows are padded to 16-byte
 // aligned strides (the time_vec warp walk, which has no seq_idx), with lengths that end inside a
 // lane's 8 steps, inside and on a warp step's 256, and span several segments (over 1024 steps);
 // the strided view has even lengths (rows never aligned: the scalar time path); channel-last
 // takes odd and tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or
 // are (kind 5: the tiles of channel_vec, one and several blocks of channels, the last one partly
-// beyond dim).
+// beyond dim; kind 6: the same with seq_idx, channel_vec_seq, on segments of up to 9 steps, where
+// most warps take the masked copy, or up to 300, where most take the unmasked one).
 // The view and channel-last run once without seq_idx and once with it (the _seq layouts). One
 // length per layout is above 4096. max_len caps the lengths (the sanitizer job: every variant
 // still runs, on shorter rows).
-constexpr int kBwdGridKinds = 6;
+constexpr int kBwdGridKinds = 7;
 inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_MAX) {
   int n = 0;
   for (int xdt = 0; xdt < 3; ++xdt)
@@ -240,7 +241,7 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
       for (int W = 1; W <= CC1D_MAX_WIDTH; ++W)
         for (int kind = 0; kind < kBwdGridKinds; ++kind) {
           const Layout layout = kind == 0                 ? Layout::Padded
-                                : kind <= 2 || kind == 5 ? Layout::ChannelLast
+                                : kind <= 2 || kind >= 5 ? Layout::ChannelLast
                                                           : Layout::View;
           const int cell = (xdt * 3 + wdt) * (CC1D_MAX_WIDTH + 1) + W, i = cell * kBwdGridKinds + kind;
           const int h = cell + kind;  // picks lengths and dims (i is kind modulo the kinds)
@@ -251,8 +252,8 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
           } else if (layout == Layout::View) {
             L = W == 5 ? 4098 : std::vector<int64_t>{2, 6, 38, 130, 1000}[h % 5];
             D = std::vector<int64_t>{1, 3, 5}[h % 3];
-          } else if (kind == 5) {
-            L = W == 3 ? 4099 : std::vector<int64_t>{1, 2, 5, 33, 100, 700, 2049}[h % 7];
+          } else if (kind >= 5) {
+            L = W == 3 + kind - 5 ? 4099 : std::vector<int64_t>{1, 2, 5, 33, 100, 700, 2049}[h % 7];
             D = std::vector<int64_t>{8, 72, 136}[h % 3];
           } else {
             L = W == 7 ? 4097 : std::vector<int64_t>{1, 2, 3, 7, 37, 130, 1001, 2049}[h % 8];
@@ -261,7 +262,8 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
           L = std::min(L, max_len);
           BwdCase c{xdt, wdt, W, layout, 2, D, L, i % 2 == 0, (i / 2) % 2 == 0, (i / 3) % 3 == 0, (i / 5) % 2 == 0,
                     (i / 7) % 2 == 0};
-          c.seq = kind == 2 || kind == 4;  // the vector path (kind 0) takes no seq_idx
+          c.seq = kind == 2 || kind == 4 || kind == 6;  // the vector path (kind 0) takes no seq_idx
+          c.max_segment = kind == 6 && h % 2 == 0 ? 300 : 9;
           c.dx = i % 11 != 3;
           c.dweight = i % 13 != 5;
           c.dbias = i % 7 != 2;

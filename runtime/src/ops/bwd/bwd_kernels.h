@@ -10,8 +10,8 @@ namespace cc1d {
 
 // "cc1d::causal_conv1d_bwd_kernel<cc1d::bf16_t, float, 4, 1>" (layout: kBwdLayout*).
 std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout);
-// "time", "time_vec", "channel", "time_seq", "channel_seq", "channel_vec" (kBwdLayout*), for reports and
-// benchmarks.
+// "time", "time_vec", "channel", "time_seq", "channel_seq", "channel_vec", "channel_vec_seq"
+// (kBwdLayout*), for reports and benchmarks.
 const char* bwd_layout_name(int layout);
 // "cc1d::causal_conv1d_bwd_finalize_kernel<float>" (weight's dtype).
 std::string bwd_finalize_kernel_name(cc1d_dtype w);

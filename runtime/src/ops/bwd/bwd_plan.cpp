@@ -17,8 +17,8 @@ std::string bwd_kernel_name(cc1d_dtype x, cc1d_dtype w, int width, int layout) {
 }
 
 const char* bwd_layout_name(int layout) {
-  static const char* const names[kBwdNumLayouts] = {"time",     "time_vec",    "channel",
-                                                     "time_seq", "channel_seq", "channel_vec"};
+  static const char* const names[kBwdNumLayouts] = {"time",        "time_vec",    "channel",        "time_seq",
+                                                     "channel_seq", "channel_vec", "channel_vec_seq"};
   return layout >= 0 && layout < kBwdNumLayouts ? names[layout] : "unknown";
 }
 
@@ -64,8 +64,8 @@ BwdGeometry bwd_geometry(const BwdProblem& p) {
       g.segment_len = ceil_div(chunks, std::min<int64_t>(chunks, kBwdMaxSegments)) * chunk;
     }
     g.num_channel_blocks = p.dim;
-  } else if (!p.seq_idx.present() && p.dim % (16 / dtype_size(p.x_dtype)) == 0 && vec_rows(p, 1)) {
-    g.layout = kBwdLayoutChannelVec;  // segments of whole tiles
+  } else if (p.dim % (16 / dtype_size(p.x_dtype)) == 0 && vec_rows(p, 1)) {
+    g.layout = p.seq_idx.present() ? kBwdLayoutChannelVecSeq : kBwdLayoutChannelVec;  // segments of whole tiles
     const int64_t steps = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));
     g.segment_len = ceil_div(steps, kBwdChannelTile) * kBwdChannelTile;
     g.num_channel_blocks = ceil_div(p.dim, bwd_tile_channels(dtype_size(p.x_dtype)));
