@@ -206,7 +206,7 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
   bwd_put_partial<W>(p, part, c, W, db);
 }
 
-// CHANNEL_VEC layout (channel-last rows of 16-byte aligned channels, no seq_idx): block (b, 128
+// CHANNEL_VEC layout (channel-last rows of 16-byte aligned channels): block (b, 128
 // bytes of channels, segment), the segment walked backwards a tile of T steps at a time. A tile's
 // x rows [t0-(W-1), t0+T) and dout rows [t0, t0+T) reach shared tiles of packed words by
 // asynchronous 16-byte copies, issued a tile ahead into the other of two buffers (as the
@@ -331,10 +331,10 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     __syncthreads();
     // The earlier tile's copies go into the buffers the later tile read before this barrier.
     if (t0 - T >= s_begin) issue(t0 - T, xtile - T * xs_t, dtile - T * ds_t, (k + 1) & 1);
-    // SEQ: the ids of the warp's steps' windows, times t0+r0-(W-1) .. t0+r0+S+W-2; `masked`
-    // (uniform in the warp) unless they are one segment, not padding.
-    // The masked copies read the ids from shared memory (sq[i]: time t0+r0-(W-1)+i), so that the
-    // unmasked ones hold none in registers.
+    // SEQ: the ids of the warp's steps' windows in both phases, sq[i] the one of time
+    // t0+r0-(W-1)+i (i < S+2(W-1)); `masked` (uniform in the warp) unless they are one segment,
+    // not padding. The masked copies read them from shared memory, so that the unmasked ones
+    // hold none in registers.
     const int* sq = sbuf + (k & 1) * RS + r0;
     bool masked = false;
     if constexpr (SEQ) {

@@ -5,9 +5,10 @@
 // TX: x/out/state type, TW: weight/bias type, W: width (1..8), PATH: one of the kFwdPath*
 // constants of fwd_params.h. The paths are separate kernels, not branches of one: each is
 // small, compiles fast and carries only its own code. The planner picks the fast ones (16-byte
-// vector loads and stores, no seq_idx) when the layout allows, and the generic strided ones
+// vector loads and stores; channel-last ones also with seq_idx) when the layout allows, and the
 // otherwise. Bias and states are runtime flags in FwdParams (uniform branches); so is silu on
-// the generic paths, while each vector path has a variant with and one without.
+// the generic paths and CHANNEL_VEC_SEQ, while each other vector path has a variant with and
+// one without.
 //
 // All element offsets are 64-bit; dim and seqlen have no grid-derived limit.
 #pragma once
