@@ -6,9 +6,9 @@
 // constants of fwd_params.h. The paths are separate kernels, not branches of one: each is
 // small, compiles fast and carries only its own code. The planner picks the fast ones (16-byte
 // vector loads and stores; channel-last ones also with seq_idx) when the layout allows, and the
-// generic strided ones otherwise. Bias and states are runtime flags in FwdParams (uniform branches); so is silu on
-// the generic paths and CHANNEL_VEC_SEQ, while each other vector path has a variant with and
-// one without.
+// generic strided ones otherwise. Bias and states are runtime flags in FwdParams (uniform
+// branches); so is silu on the generic paths and CHANNEL_VEC_SEQ, while each other vector path
+// has a variant with and one without.
 //
 // All element offsets are 64-bit; dim and seqlen have no grid-derived limit.
 #pragma once
