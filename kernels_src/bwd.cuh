@@ -216,8 +216,8 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
 // recomputed from global memory), and the dweight/dbias sums in registers; then dx from the g
 // tile into the packed dout tile, which 16-byte stores write out. Three barriers per tile; the
 // block's sums are reduced over its warps in a fixed order.
-// SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, times [t0-(W-1), t0+T+W-1), sit beside it in
-// shared memory (loaded a tile ahead into a register, stored after the g phase). A warp whose
+// SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, times [t0-(W-1), t0+T+W-1), reach shared memory
+// beside it by the same asynchronous copies. A warp whose
 // ids (its steps' windows in both phases) are one segment, not padding, runs the unmasked
 // phases; the others mask each tap across segments and zero g in padding, as CHANNEL_SEQ does.
 template <typename TX, typename TW, int W, bool SEQ>
@@ -273,17 +273,14 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
       const bool in_d = i * RR + lr < drows && lv_ok;
       async_copy16(ddst, in_d ? dt : p.dout, in_d);
     }
+    if constexpr (SEQ)  // the ids of times t-(W-1) .. t+T+W-2
+      async_copy_seq_ids(smem_addr(sbuf + buf * RS), p.seq_idx + b * p.seq_stride[0], p.seq_stride[1], t - (W - 1),
+                         p.seqlen, tid, NS);
     async_commit();
   };
 
-  // SEQ: the segment id of time t-(W-1)+tid (threads below NS), in a register until its buffer
-  // is free.
-  auto seq_row = [&](long long t) { return tid < NS ? bwd_seq(p, b, t - (W - 1) + tid) : 0; };
-  int seq_next = SEQ ? seq_row(t0) : 0;
   __syncthreads();  // the block's previous item is done with both buffers and gs
   issue(t0, xtile, dtile, 0);
-  if constexpr (SEQ)
-    if (tid < NS) sbuf[tid] = seq_next;
   // The segment's last tile's halo: g at t0+T+j from global memory (0 from seqlen on; its window
   // lies in [0, seqlen), as t0+T >= W-1). A warp a row, each thread its own channels.
 #pragma unroll 1
@@ -338,7 +335,6 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     const int* sq = sbuf + (k & 1) * RS + r0;
     bool masked = false;
     if constexpr (SEQ) {
-      if (t0 - T >= s_begin) seq_next = seq_row(t0 - T);
       int q[4 * NQ];
       for (int v = 0; v < NQ; ++v) load16(sq + 4 * v, *reinterpret_cast<unsigned(*)[4]>(q + 4 * v));
       for (int j = 1; j < S + 2 * (W - 1); ++j) masked = masked || q[j] != q[0];
@@ -388,9 +384,6 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
         g_phase(false, false);
     }
     __syncthreads();
-    // SEQ: the earlier tile's ids go into the buffer the later tile read a barrier ago.
-    if constexpr (SEQ)
-      if (t0 - T >= s_begin && tid < NS) sbuf[((k + 1) & 1) * RS + tid] = seq_next;
 
     // dx(s) = sum_k w[k] g(s+W-1-k): the g tile's rows s-t0 .. s-t0+W-1, packed into the dout
     // tile, then stored. DFIN: the tile holds some of the row's last W-1 steps.

@@ -107,6 +107,19 @@ CC1D_HD void async_copy16(SmemAddr dst, const void* gmem, bool valid) {
 #endif
 #endif
 }
+// The same for 4 bytes (a segment id): `valid` false writes 0.
+CC1D_HD void async_copy4(SmemAddr dst, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 4 : 0) : "memory");
+#else
+  const unsigned v = valid ? *static_cast<const unsigned*>(gmem) : 0u;
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(dst), "r"(v) : "memory");
+#else
+  *reinterpret_cast<unsigned*>(dst) = v;
+#endif
+#endif
+}
 CC1D_HD void async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -143,6 +156,17 @@ CC1D_HD void async_copy_x_rows(SmemAddr dst, const TX* __restrict__ xt, long lon
       if (r < R && r >= skip) async_copy16(dst, in_x ? xt : any, in_x);
     }
   }
+}
+
+// A tile's segment ids (the _SEQ tiles): thread i < n copies the id of time t+i of a row of
+// seq_idx (`stride` elements a step) to dst + 4i. Times before 0 take time 0's id (the initial
+// states belong to the first token's segment); times from seqlen on read 0: nothing stored there
+// depends on them.
+CC1D_HD void async_copy_seq_ids(SmemAddr dst, const int* row, long long stride, long long t, long long seqlen, int i,
+                                int n) {
+  if (i >= n) return;
+  const long long s = t + i;
+  async_copy4(dst + (SmemAddr)(4 * i), row + (s > 0 && s < seqlen ? s * stride : 0), s < seqlen);
 }
 
 }  // namespace cc1d

@@ -321,8 +321,8 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
 // word l (two 16-bit ones or one fp32) over the tile's rows [8w, 8w+8), writing its outputs into
 // a shared output tile, which 16-byte stores write out. The final states are the last W-1 rows
 // of the last input tile. Two barriers per tile.
-// SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, one per input row, sit beside it in shared
-// memory, loaded a tile ahead into a register and stored after the tile's math. A warp whose
+// SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, one per input row, reach shared memory beside
+// it, by the same asynchronous copies. A warp whose
 // rows and their windows lie in one segment (not padding) skips the masks; the others mask each
 // tap of another segment and zero the outputs of padding, as the generic paths do.
 template <typename TX, typename TW, int W, int ACT, bool SEQ>
@@ -357,19 +357,17 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
 
   // The copies of the tile at time t into buffer `buf` (the initial states' rows are written below).
+  // SEQ: the ids of the tile's rows travel with them.
   auto issue = [&](long long t, const TX* __restrict__ xt, int buf) {
     const SmemAddr dst = xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4);
     async_copy_x_rows<TX, W, R, RR>(dst, xt, xs_t, t, p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
+    if constexpr (SEQ)
+      async_copy_seq_ids(smem_addr(sbuf + buf * RS), p.seq_idx + b * p.seq_stride[0], p.seq_stride[1], t - (W - 1),
+                         p.seqlen, tid, R);
     async_commit();
   };
-  // SEQ: the segment id of the tile at t's row `tid` (threads below R), in a register until the
-  // buffer is free.
-  auto seq_row = [&](long long t) { return tid < R ? fwd_load_seq(p, b, t - (W - 1) + tid) : 0; };
-  int seq_next = SEQ ? seq_row(t0) : 0;
   __syncthreads();  // the block's previous item is done with both buffers and ys
   issue(t0, xtile, 0);
-  if constexpr (SEQ)
-    if (tid < R) sbuf[tid] = seq_next;
   unsigned* xs = xbuf;  // the current tile's buffer (after the loop: the last tile's)
 #pragma unroll 1
   for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T, xtile += T * xs_t, otile += T * os_t) {
@@ -377,8 +375,6 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     // The next tile's copies go into the buffer the previous tile computed from (a barrier ago).
     const bool next = k + 1 < kFwdChannelTiles && t0 + T < p.seqlen;  // uniform in the block
     if (next) issue(t0 + T, xtile + T * xs_t, (k + 1) & 1);
-    if constexpr (SEQ)
-      if (next) seq_next = seq_row(t0 + T);
     if (t0 < W - 1 && p.initial_states != nullptr) {  // the first tile of a row: rare, rolled
 #pragma unroll 1
       for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kFwdThreads) {
@@ -435,9 +431,6 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
       }
     }
     __syncthreads();
-    // The next tile's segment ids go into the buffer the previous tile read (a barrier ago).
-    if constexpr (SEQ)
-      if (next && tid < R) sbuf[((k + 1) & 1) * RS + tid] = seq_next;
 
     const long long left = p.seqlen - t0;  // output rows of this tile in x: min(left, T)
     TX* __restrict__ ot = otile;
