@@ -103,3 +103,20 @@ TEST_CASE("emulate: dim beyond 65536 channels, and an empty batch") {
   REQUIRE_MESSAGE(cc1d_causal_conv1d_bwd(&r.a) == CC1D_OK, cc1d_last_error());
   for (int64_t i = 0; i < 5 * 4; ++i) CHECK(r.dweight.get(i) == 0.0);
 }
+
+TEST_CASE("emulate: channel-last seq_idx rows take CHANNEL_VEC_SEQ where the tiles apply") {
+  std::mt19937 rng = test_rng(829);
+  auto launches = [](int layout) {
+    const std::string name = cc1d::bwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout);
+    const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(name);
+    REQUIRE_MESSAGE(k != nullptr, name);
+    return cc1d::emu::host_kernel_launches(*k);
+  };
+  const uint64_t vec = launches(cc1d::kBwdLayoutChannelVecSeq), walk = launches(cc1d::kBwdLayoutChannelSeq);
+  run_bwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 24, 90, true, true, true, false, false}, rng,
+               CC1D_BACKEND_EMULATE);
+  CHECK(launches(cc1d::kBwdLayoutChannelVecSeq) == vec + 1);  // dim 24: whole 16-byte vectors
+  run_bwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 20, 90, true, true, true, false, false}, rng,
+               CC1D_BACKEND_EMULATE);
+  CHECK(launches(cc1d::kBwdLayoutChannelSeq) == walk + 1);  // dim 20: not
+}
