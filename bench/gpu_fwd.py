@@ -6,7 +6,7 @@ whose rows are not 16-byte aligned (TIME_VEC peeling each row's head; the generi
 before 2026-12-04 15:40), a channel-first view whose rows sit at other offsets mod 16 than the
 output's (the generic TIME path), channel-first with seq_idx (TIME_SEQ), channel-last with
 dim % 8 = 4 (CHANNEL), channel-last with seq_idx (CHANNEL_VEC_SEQ; CHANNEL_SEQ before
-2026-12-04 23:00) and the same with dim % 8 = 4 (CHANNEL_SEQ). Goal: the vector paths at
+2026-12-04 22:24) and the same with dim % 8 = 4 (CHANNEL_SEQ). Goal: the vector paths at
 >= 85% of the copy (issue 9's model put upstream's kernels at 75-85%).
 
 Also a correctness check against that baseline and the cold-start cost (NVRTC compile, or the
