@@ -147,9 +147,18 @@ struct BwdTimeWarp {
     const long long e = s_begin + lane * P;
     dx0 = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] + e : nullptr;
     const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
+    const TX* __restrict__ xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
+    const TX* __restrict__ drow = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1];
     // g at s_end + j (j < W-1), the right halo of the segment's last step: lane j recomputes it
-    // from global memory (0 from seqlen on), lane 31 takes it.
-    const float gj = lane < W - 1 ? bwd_g_at<TX, W, false>(p, w, bias, b, c, s_end + lane) : 0.f;
+    // from the unit-stride rows (0 from seqlen on; s_end >= segment_len > W-1, so its window
+    // holds no initial state), lane 31 takes it.
+    float gj = 0.f;
+    if (lane < W - 1 && s_end + lane < p.seqlen) {
+      float z = bias;
+      for (int k = 0; k < W; ++k) z += w[k] * to_float(xrow[s_end + lane - (W - 1) + k]);
+      gj = to_float(drow[s_end + lane]);
+      if (p.silu) gj *= silu_grad(z);
+    }
     for (int j = 0; j < W - 1; ++j) gcarry[j] = __shfl_sync(kAll, gj, j);
     if (s_begin == 0 && lane == 0) {  // made before the walk: the loop carries no copy of bwd_x
       float fh[P];
@@ -160,8 +169,8 @@ struct BwdTimeWarp {
     }
     const int steps = (int)((s_end - s_begin + kBwdWarpSpan - 1) / kBwdWarpSpan);
     const long long last = e + (long long)(steps - 1) * kBwdWarpSpan;
-    xl = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1] + last;
-    dl = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1] + last;
+    xl = xrow + last;
+    dl = drow + last;
     if (steps > 0) {
       load_step<true>(steps - 1, ring[0]);
       for (int r = 1; r < kAhead; ++r)
