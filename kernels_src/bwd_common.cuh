@@ -11,7 +11,7 @@ namespace cc1d {
 
 // d silu(z) / dz = s (1 + z (1 - s)), s = sigmoid(z); fast-math like the forward's silu.
 CC1D_HD float silu_grad(float z) {
-  const float s = __fdividef(1.0f, 1.0f + __expf(-z));
+  const float s = rcp_approx(1.0f + __expf(-z));
   return s * (1.0f + z * (1.0f - s));
 }
 

@@ -59,14 +59,17 @@ struct BwdTimeWarp {
   CC1D_HD long long first_of(int i) const { return s_begin + (long long)i * kBwdWarpSpan + lane * P; }
 
   // Step i's stage, from xl and dl, which then move to step i-1. LAST: the segment's last step,
-  // the only one that can reach past seqlen (x and dout read 0 there, so g is 0).
+  // the only one that can reach past seqlen (x and dout read 0 there, so g is 0). i < 0 (after
+  // the walk's last step, step 0, when that is not LAST) loads step 0 again, unused: a skipped
+  // load made ptxas copy the whole stage every step to keep its old value.
   template <bool LAST>
   CC1D_HD void load_step(int i, Stage& st) {
     const long long e0 = first_of(i);
-    const TX* __restrict__ xq = xl;
+    const long long back = i < 0 ? -(long long)i * kBwdWarpSpan : 0;
+    const TX* __restrict__ xq = xl + back;
     if (!LAST || e0 + P <= p.seqlen) {
       load(xq, st.x);
-      load(dl, st.d);
+      load(dl + back, st.d);
     } else {
       float fx[P], fd[P];
       for (int j = 0; j < P; ++j) {
@@ -93,7 +96,7 @@ struct BwdTimeWarp {
   CC1D_HD void step(int i) {
     const Stage cur = ring[0];
     for (int r = 0; r + 1 < kAhead; ++r) ring[r] = ring[r + 1];
-    if (i - kAhead >= 0) load_step<false>(i - kAhead, ring[kAhead - 1]);
+    if (!LAST || i - kAhead >= 0) load_step<false>(i - kAhead, ring[kAhead - 1]);
     const long long e0 = first_of(i);
     unsigned prev[NWD] = {};
     for (int j = H0; j < NWD; ++j) {
@@ -177,7 +180,7 @@ struct BwdTimeWarp {
         if (steps - 1 - r >= 0) load_step<false>(steps - 1 - r, ring[r]);
       step<true>(steps - 1);
     }
-#pragma unroll 1
+#pragma unroll 2
     for (int i = steps - 2; i >= 0; --i) step<false>(i);
     // x at s = j-(W-1) < 0 reaches outputs 0..j: the row's first step's g[0..W-2] (lane 0's),
     // which lane 31 holds in gcarry after the walk.

@@ -50,6 +50,19 @@ CC1D_HD float silu(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
 // both, which halves what NVRTC compiles where the activation is a runtime flag.
 CC1D_HD float silu_if(bool on, float z) { return __fdividef(z, 1.0f + (on ? __expf(-z) : 0.f)); }
 
+// 1/d by the hardware's approximate reciprocal (MUFU.RCP, within 1 ulp, subnormal results
+// flushed as fast math does). __fdividef(1, d) compiles to the same plus a multiply by 1 (one FADD
+// each call) that keeps its flush-to-zero rule.
+CC1D_HD float rcp_approx(float d) {
+#ifdef CC1D_EMULATION
+  return 1.0f / d;
+#else
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return r;
+#endif
+}
+
 template <typename T>
 CC1D_HD float load_as_float(const void* base, long long off) {
   return to_float(static_cast<const T*>(base)[off]);
