@@ -20,6 +20,7 @@ CAUSAL_CONV1D_DETERMINISTIC itself). `backend` is "" or a backend name, as for t
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -232,8 +233,15 @@ def _fake(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out,
 bwd = _ops.register("bwd", SCHEMA, bwd_impl, _fake, mutates=("dx_out",))
 
 
+_OFF = ("0", "false", "no", "off")
+
+
 def deterministic_requested() -> bool:
-    """torch's switch (torch.use_deterministic_algorithms); libcc1d adds CAUSAL_CONV1D_DETERMINISTIC."""
+    """torch's switch (torch.use_deterministic_algorithms), unless CAUSAL_CONV1D_DETERMINISTIC turns
+    it off (0, false, no, off: the atomics even under torch's switch, upstream's rule). libcc1d
+    reads CAUSAL_CONV1D_DETERMINISTIC=1 itself on every call."""
+    if os.environ.get("CAUSAL_CONV1D_DETERMINISTIC", "").strip().lower() in _OFF:
+        return False
     return torch.are_deterministic_algorithms_enabled()
 
 

@@ -164,6 +164,30 @@ def test_deterministic_env_var_is_read_by_libcc1d(gen, monkeypatch):
     assert lib.query("cc1d_causal_conv1d_bwd_workspace", args) == 3 * 5 * 5 * 5
 
 
+def test_deterministic_env_var_zero_overrides_torch(monkeypatch):
+    """As upstream: CAUSAL_CONV1D_DETERMINISTIC=0 keeps the atomics under
+    torch.use_deterministic_algorithms(True); unset or 1, torch's switch decides."""
+    from causal_conv1d._op_bwd import deterministic_requested
+
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        monkeypatch.delenv("CAUSAL_CONV1D_DETERMINISTIC", raising=False)
+        assert deterministic_requested()
+        for off in ("0", "false", " OFF ", "no"):
+            monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", off)
+            assert not deterministic_requested(), off
+        monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "1")
+        assert deterministic_requested()
+        torch.use_deterministic_algorithms(False)
+        monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "0")
+        assert not deterministic_requested()
+        monkeypatch.delenv("CAUSAL_CONV1D_DETERMINISTIC")
+        assert not deterministic_requested()
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 # ---- torch integration -------------------------------------------------------------------------
 
 

@@ -56,7 +56,9 @@
  *  - CAUSAL_CONV1D_DETERMINISTIC 1|true|yes|on: every cc1d_causal_conv1d_bwd call runs as if
  *                              args.deterministic were 1. Read by libcc1d alone, on every call
  *                              (host frameworks pass their own switch, e.g. torch's
- *                              deterministic-algorithms flag, as args.deterministic).
+ *                              deterministic-algorithms flag, as args.deterministic; the
+ *                              Python package passes 0 when this variable is 0|false|no|off,
+ *                              upstream's override).
  *  - CAUSAL_CONV1D_LOG_LEVEL   trace|debug|info|warn|error|off (default warn).
  *  - CAUSAL_CONV1D_NUM_THREADS threads of the cpu and emulate backends (default: all cores).
  *  - CAUSAL_CONV1D_HUGEPAGES  0|false|no|off: the cpu backend stops asking for transparent huge
