@@ -65,11 +65,10 @@ struct BwdTimeWarp {
   template <bool LAST>
   CC1D_HD void load_step(int i, Stage& st) {
     const long long e0 = first_of(i);
-    const long long back = i < 0 ? -(long long)i * kBwdWarpSpan : 0;
-    const TX* __restrict__ xq = xl + back;
+    const TX* __restrict__ xq = xl;
     if (!LAST || e0 + P <= p.seqlen) {
       load(xq, st.x);
-      load(dl + back, st.d);
+      load(dl, st.d);
     } else {
       float fx[P], fd[P];
       for (int j = 0; j < P; ++j) {
@@ -85,8 +84,10 @@ struct BwdTimeWarp {
       else
         for (int j = 0; j < NH; ++j) st.h[j] = h0[j];
     }
-    xl -= kBwdWarpSpan;
-    dl -= kBwdWarpSpan;
+    if (i > 0) {  // after step 0 they stay there, for the reload
+      xl -= kBwdWarpSpan;
+      dl -= kBwdWarpSpan;
+    }
   }
 
   // Step i, from ring[0]; the ring moves on a step and the load of step i - kAhead is issued
