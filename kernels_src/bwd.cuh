@@ -310,8 +310,14 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     async_wait<0>();  // this tile's copies (the only ones in flight)
     // dx's right halo, g at t0+T+j: the later tile's first W-1 rows of g (the segment's last
     // tile has it from before the walk). The later tile's dx read these rows a barrier ago.
+    // (Rounds of a constant count: a strided loop compiled to a generic one of about 36
+    // instructions a tile.)
     if (W > 1 && k > 0)
-      for (int idx = tid; idx < (W - 1) * C; idx += kBwdThreads) gs[T * C + idx] = gs[idx];
+#pragma unroll
+      for (int r = 0; r < ((W - 1) * C + kBwdThreads - 1) / kBwdThreads; ++r) {
+        const int idx = tid + r * kBwdThreads;
+        if (idx < (W - 1) * C) gs[T * C + idx] = gs[idx];
+      }
     if (t0 < W - 1 && p.initial_states != nullptr) {  // the row's first tile: row r < W-1-t0 is a state
 #pragma unroll 1
       for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kBwdThreads) {
