@@ -16,8 +16,8 @@ import warnings
 
 logger = logging.getLogger("causal_conv1d")
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
+TRUE_WORDS = {"1", "true", "yes", "on"}  # how libcc1d reads an environment switch
+FALSE_WORDS = {"", "0", "false", "no", "off"}
 
 
 class CausalConv1dWarning(UserWarning):
@@ -35,9 +35,9 @@ def strict_mode() -> bool:
     only where there is no library to ask (the import-time check, and plans without libcc1d).
     tests/python/test_dispatch.py proves the two agree on every value."""
     value = os.environ.get("CAUSAL_CONV1D_STRICT", "").strip().lower()
-    if value in _TRUE:
+    if value in TRUE_WORDS:
         return True
-    if value not in _FALSE:
+    if value not in FALSE_WORDS:
         warn_once(("strict-value", value), f"causal_conv1d: CAUSAL_CONV1D_STRICT={value!r} is not one of "
                                            f"1/0/true/false/yes/no/on/off; treating it as 1 (strict)")
         return True

@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _dispatch, _lib, _op_fwd, _ops, _pack
+from . import _diag, _dispatch, _lib, _op_fwd, _ops, _pack
 from ._validate import FLOAT_DTYPES, Arg, Table, check
 
 TABLE = Table(
@@ -233,14 +233,12 @@ def _fake(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out,
 bwd = _ops.register("bwd", SCHEMA, bwd_impl, _fake, mutates=("dx_out",))
 
 
-_OFF = ("0", "false", "no", "off")
-
-
 def deterministic_requested() -> bool:
     """torch's switch (torch.use_deterministic_algorithms), unless CAUSAL_CONV1D_DETERMINISTIC turns
     it off (0, false, no, off: the atomics even under torch's switch, upstream's rule). libcc1d
     reads CAUSAL_CONV1D_DETERMINISTIC=1 itself on every call."""
-    if os.environ.get("CAUSAL_CONV1D_DETERMINISTIC", "").strip().lower() in _OFF:
+    value = os.environ.get("CAUSAL_CONV1D_DETERMINISTIC", "").strip().lower()
+    if value and value in _diag.FALSE_WORDS:
         return False
     return torch.are_deterministic_algorithms_enabled()
 
