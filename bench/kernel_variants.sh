@@ -70,6 +70,16 @@ lib_variant() {
 # its loop) against the tree's 80 (6 blocks).
 MINB='return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 6 : 0;'
 variant bwd_mb7 bwd_params.h "$MINB" "${MINB/? 6 :/? 7 :}"
+# Channel-last items in channel-block-major order: the tree gives consecutive blocks consecutive
+# time chunks of one block of channels, so at dim 8192 (16 KiB rows) the resident blocks read
+# 128-byte pieces of many rows, a few channel blocks wide. With the channel block varying fastest,
+# they read whole rows side by side, and (backward) their atomics go to different channels. The
+# forward's 1x8192x16384 channel-last rows stayed at 82% with every tile shape; emulator grids
+# pass with both edits (checked 2026-12-05).
+MAPF='const long long chunk = u % nt, cb = u / nt;'
+variant fwd_cbfast fwd.cuh "$MAPF" 'const unsigned ncb = (unsigned)p.num_channel_blocks; const bool cbf = !(PATH == kFwdPathTime || PATH == kFwdPathTimeSeq); const long long chunk = cbf ? u / ncb : u % nt, cb = cbf ? u % ncb : u / nt;'
+MAPB='const long long seg = u % ns, cb = u / ns;'
+variant bwd_cbfast bwd.cuh "$MAPB" 'const unsigned ncb = (unsigned)p.num_channel_blocks; const bool cbf = bwd_channel_layout(LAYOUT); const long long seg = cbf ? u / ncb : u % ns, cb = cbf ? u % ncb : u / ns;'
 # The backward's TIME_VEC walk unrolled by 2, as in the tree (ptxas then keeps the two stages in
 # registers of their own: bf16 on sm_90 executes about 29.6 loop instructions an output against
 # 31.6, for 15% more compile time), or not at all.
