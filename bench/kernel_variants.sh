@@ -80,6 +80,10 @@ MAPF='const long long chunk = u % nt, cb = u / nt;'
 variant fwd_cbfast fwd.cuh "$MAPF" 'const unsigned ncb = (unsigned)p.num_channel_blocks; const bool cbf = !(PATH == kFwdPathTime || PATH == kFwdPathTimeSeq); const long long chunk = cbf ? u / ncb : u % nt, cb = cbf ? u % ncb : u / nt;'
 MAPB='const long long seg = u % ns, cb = u / ns;'
 variant bwd_cbfast bwd.cuh "$MAPB" 'const unsigned ncb = (unsigned)p.num_channel_blocks; const bool cbf = bwd_channel_layout(LAYOUT); const long long seg = cbf ? u / ncb : u % ns, cb = cbf ? u % ncb : u / ns;'
+# Every kernel's 16-byte global stores as streaming stores (st.global.cs: evict-first, the
+# outputs are not read again), timed by both benchmarks.
+STV='asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"'
+variant st_cs common.cuh "$STV" "${STV/st.global.v4/st.global.cs.v4}"
 # The backward's TIME_VEC walk unrolled by 2, as in the tree (ptxas then keeps the two stages in
 # registers of their own: bf16 on sm_90 executes about 29.6 loop instructions an output against
 # 31.6, for 15% more compile time), or not at all.
