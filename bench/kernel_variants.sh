@@ -85,8 +85,8 @@ variant bwd_cbfast bwd.cuh "$MAPB" 'const unsigned ncb = (unsigned)p.num_channel
 STV='asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"'
 variant st_cs common.cuh "$STV" "${STV/st.global.v4/st.global.cs.v4}"
 # The backward's TIME_VEC walk unrolled by 2, as in the tree (ptxas then keeps the two stages in
-# registers of their own: bf16 on sm_90 executes about 29.6 loop instructions an output against
-# 31.6, for 15% more compile time), or not at all.
+# registers of their own: bf16 on sm_90 executes about 28.7 loop instructions an output against
+# 31.1, for 15% more compile time), or not at all.
 variant bwd_unroll1 bwd_time_vec.cuh '#pragma unroll 2' '#pragma unroll 1'
 # The backward's TIME_VEC segments: at least 4 warp steps (1024 steps) a warp, as in the tree,
 # or 8 or 16 (a whole row up to 4096 steps: upstream's block walks its whole row); the

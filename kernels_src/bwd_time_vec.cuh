@@ -124,23 +124,24 @@ struct BwdTimeWarp {
       g[P + j] = lane == 31 ? gcarry[j] : right;
       gcarry[j] = right;  // lane 31: lane 0's, the earlier step's halo
     }
-    if (dx0 != nullptr) {
-      TX* __restrict__ dxq = dx0 + (long long)i * kBwdWarpSpan;
+    {  // dx is computed whether or not it is wanted, so that only its stores are conditional
+      const long long dxo = (long long)i * kBwdWarpSpan;  // (dx0 may be null: no pointer until then)
       float a[P];
       for (int j = 0; j < P; ++j) {
         a[j] = 0.f;
         for (int k = 0; k < W; ++k) a[j] += w[k] * g[j + W - 1 - k];
       }
-      if (LAST && p.dfinal_states != nullptr && e0 + P > p.seqlen - (W - 1))  // the row's last W-1 steps
-        for (int j = 0; j < P; ++j) a[j] += bwd_dfinal<TX>(p, W, b, c, e0 + j);
+      if (LAST && dx0 != nullptr && p.dfinal_states != nullptr && e0 + P > p.seqlen - (W - 1))
+        for (int j = 0; j < P; ++j) a[j] += bwd_dfinal<TX>(p, W, b, c, e0 + j);  // the row's last W-1 steps
       if (!LAST || e0 + P <= p.seqlen) {
         unsigned ow[NWD];
         pack_words<TX>(a, ow);
-        for (int v = 0; v < NWD / 4; ++v)
-          store16(dxq + v * (16 / (int)sizeof(TX)), *reinterpret_cast<const unsigned(*)[4]>(ow + 4 * v));
-      } else {
+        if (dx0 != nullptr)
+          for (int v = 0; v < NWD / 4; ++v)
+            store16(dx0 + dxo + v * (16 / (int)sizeof(TX)), *reinterpret_cast<const unsigned(*)[4]>(ow + 4 * v));
+      } else if (dx0 != nullptr) {
         for (int j = 0; j < P; ++j)
-          if (e0 + j < p.seqlen) dxq[j] = from_float<TX>(a[j]);
+          if (e0 + j < p.seqlen) dx0[dxo + j] = from_float<TX>(a[j]);
       }
     }
   }
