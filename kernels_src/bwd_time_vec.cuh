@@ -182,6 +182,8 @@ struct BwdTimeWarp {
         if (steps - 1 - r >= 0) load_step<false>(steps - 1 - r, ring[r]);
       step<true>(steps - 1);
     }
+    // Unrolled by 2, the stage being loaded and the one computed alternate between two sets of
+    // registers: rolled, ptxas copied the stage every step.
 #pragma unroll 2
     for (int i = steps - 2; i >= 0; --i) step<false>(i);
     // x at s = j-(W-1) < 0 reaches outputs 0..j: the row's first step's g[0..W-2] (lane 0's),
