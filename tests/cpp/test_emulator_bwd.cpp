@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bwd_case.h"
+#include "emu_launches.h"
 #include "fallback/emulator/kernel_registry.h"
 #include "fallback/emulator/launch.h"
 #include "kernels_src/bwd_params.h"
@@ -107,10 +108,7 @@ TEST_CASE("emulate: dim beyond 65536 channels, and an empty batch") {
 TEST_CASE("emulate: channel-last seq_idx rows take CHANNEL_VEC_SEQ where the tiles apply") {
   std::mt19937 rng = test_rng(829);
   auto launches = [](int layout) {
-    const std::string name = cc1d::bwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout);
-    const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(name);
-    REQUIRE_MESSAGE(k != nullptr, name);
-    return cc1d::emu::host_kernel_launches(*k);
+    return emu_launches(cc1d::bwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, layout));
   };
   const uint64_t vec = launches(cc1d::kBwdLayoutChannelVecSeq), walk = launches(cc1d::kBwdLayoutChannelSeq);
   run_bwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 24, 90, true, true, true, false, false}, rng,

@@ -14,6 +14,7 @@
 #include "kernels_src/fwd_params.h"
 #include "ops/fwd/fwd_op.h"
 #include "fwd_case.h"
+#include "emu_launches.h"
 
 using namespace cc1d_test;
 
@@ -105,12 +106,7 @@ TEST_CASE("emulate: dim beyond one channel block and 65536 channels") {
 
 TEST_CASE("emulate: channel-last seq_idx rows take CHANNEL_VEC_SEQ where the vector path applies") {
   std::mt19937 rng = cc1d_test::test_rng(111);
-  auto launches = [](int path) {
-    const std::string name = cc1d::fwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, path);
-    const cc1d::emu::HostKernel* k = cc1d::emu::find_host_kernel(name);
-    REQUIRE_MESSAGE(k != nullptr, name);
-    return cc1d::emu::host_kernel_launches(*k);
-  };
+  auto launches = [](int path) { return emu_launches(cc1d::fwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 4, path)); };
   const uint64_t vec = launches(cc1d::kFwdPathChannelVecSeq), generic = launches(cc1d::kFwdPathChannelSeq);
   run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 24, 90, true, false, true, false, false}, rng);
   CHECK(launches(cc1d::kFwdPathChannelVecSeq) == vec + 1);  // dim 24: whole 16-byte vectors
