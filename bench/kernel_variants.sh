@@ -45,6 +45,16 @@ variant() {
   echo "$1"
 }
 
+# variant_file NAME FILE SRC [FILE FROM TO]...: kernels_src/ with FILE replaced by SRC (a file of
+# bench/variants/, relative to the repo), then the edits.
+variant_file() {
+  ((libs)) && return 0
+  cp -r kernels_src "$out/$1"
+  cp "$3" "$out/$1/$2"
+  edit "$1" "$out/$1" "${@:4}"
+  echo "$1"
+}
+
 # lib_variant NAME FILE FROM TO [...]: libcc1d built with the edits (FILE relative to the repo).
 lib_variant() {
   ((libs)) || return 0
@@ -88,6 +98,15 @@ variant st_cs common.cuh "$STV" "${STV/st.global.v4/st.global.cs.v4}"
 # registers of their own: bf16 on sm_90 executes about 28.7 loop instructions an output against
 # 31.1, for 15% more compile time), or not at all.
 variant bwd_unroll1 bwd_time_vec.cuh '#pragma unroll 2' '#pragma unroll 1'
+# The backward's TIME_VEC walk with its loads as asynchronous copies into a ring of the warp's
+# shared memory, 3 warp steps ahead (bench/variants/bwd_time_vec_async.cuh): 3 KiB in flight a
+# warp (16-bit) instead of 1 at the same 80 registers, for about 9% more instructions (sm_90
+# bf16 loop 30.9 -> 33.6 an output). Whether the walk waits on memory or on its arithmetic, which
+# the registers-held loads ahead (above) could not tell apart: they cost occupancy. With 72
+# registers (7 blocks, 44%) it spills 12 instructions outside the loop on sm_90, none in it.
+# Emulator grids pass (2026-12-05).
+variant_file bwd_async bwd_time_vec.cuh bench/variants/bwd_time_vec_async.cuh
+variant_file bwd_async_mb7 bwd_time_vec.cuh bench/variants/bwd_time_vec_async.cuh bwd_params.h "$MINB" "${MINB/? 6 :/? 7 :}"
 # The backward's TIME_VEC segments: at least 4 warp steps (1024 steps) a warp, as in the tree,
 # or 8 or 16 (a whole row up to 4096 steps: upstream's block walks its whole row); the
 # per-(channel, segment) setup (weights, the halo's recomputed g, the sums' reduction) took a
