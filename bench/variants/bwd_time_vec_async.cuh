@@ -10,7 +10,7 @@ namespace cc1d {
 // TIME_VEC layout (unit stride, 16-byte aligned rows, no seq_idx): a warp per (channel, segment),
 // the segment walked backwards 32 lanes x P = kBwdWarpItems steps at a time. Lane l holds x, dout
 // and dx of its P steps as packed words (one 16-byte load or store each, two for fp32). z needs
-// the W-1 inputs before them: lane l-1's by shuffle; lane 0 copies the 16 bytes before its steps
+// the W-1 inputs before them: lane l-1's by shuffle; lane 0 copies the vectors before its steps
 // itself, so no load waits on the earlier step's. dx needs the W-1 values of g after them: lane
 // l+1's by shuffle; lane 31 the later step's lane 0 (carried). The words of the kAhead earlier
 // steps are in flight during a step's math, as asynchronous copies into a ring of the warp's own
