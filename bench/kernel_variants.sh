@@ -5,6 +5,8 @@
 #
 #   bench/kernel_variants.sh OUT_DIR [BASE_DIR]   (on the device: kernel variants)
 #   bench/kernel_variants.sh --libs OUT_DIR       (on the build machine: library variants)
+#   bench/kernel_variants.sh --check OUT_DIR      (kernel variants, and the library variants'
+#                                                  edits on copies of their files: nothing built)
 #
 # Kernel variants are copies of kernels_src/ for CAUSAL_CONV1D_KERNEL_DIR (the runtime compiles
 # whatever sources that names; the cache key holds their hash): only knobs the host planner does
@@ -19,9 +21,10 @@
 # to the working tree would measure nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-libs=0
+libs=0 check=0
 [ "${1:-}" = --libs ] && libs=1 && shift
-out=${1:?usage: bench/kernel_variants.sh [--libs] OUT_DIR [BASE_DIR]}
+[ "${1:-}" = --check ] && check=1 && shift
+out=${1:?usage: bench/kernel_variants.sh [--libs | --check] OUT_DIR [BASE_DIR]}
 rm -rf "$out"
 mkdir -p "$out"
 
@@ -57,7 +60,17 @@ variant_file() {
 
 # lib_variant NAME FILE FROM TO [...]: libcc1d built with the edits (FILE relative to the repo).
 lib_variant() {
-  ((libs)) || return 0
+  ((libs || check)) || return 0
+  if ((check)); then  # each edit must apply; nothing is built
+    local i
+    for ((i = 2; i <= $#; i += 3)); do
+      mkdir -p "$out/$1/src/$(dirname "${!i}")"
+      cp "${!i}" "$out/$1/src/${!i}"
+    done
+    edit "$1" "$out/$1/src" "${@:2}"
+    echo "$1"
+    return 0
+  fi
   local src="$out/$1/src" bld="$out/$1/build"
   mkdir -p "$src"
   git ls-files -z | xargs -0 cp --parents -t "$src"

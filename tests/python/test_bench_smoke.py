@@ -3,6 +3,8 @@ choice, in a child process, and its table comes out. A benchmark is not a test, 
 notices when one stops working; this does, the day it happens. Timings are printed by the
 benchmarks and never judged here. (The C++ benchmarks have the same check in ctest, label bench.)
 """
+import subprocess
+
 import pytest
 
 from helpers import REPO, run_python
@@ -39,3 +41,22 @@ def test_precompile_throughput_runs(nvrtc):
     row = [line for line in out.splitlines() if line.startswith("| 1 |")]
     assert len(row) == 1, out
     assert int(row[0].split("|")[2]) > 0, row  # variants compiled (precompile raises if any fails)
+
+
+def test_kernel_variants_apply_and_compile(nvrtc, tmp_path):
+    """The device run's tuning experiments (bench/kernel_variants.sh) still apply to today's
+    sources, and each kernel variant still compiles: a stale one would cost the device run's
+    `variants` step, which has no second try. One dtype, width and SM each (sm_90, bf16, width 4:
+    what the device times)."""
+    out = tmp_path / "variants"
+    r = subprocess.run(["bash", str(BENCH / "kernel_variants.sh"), "--check", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    kernel_variants = sorted(d.name for d in out.iterdir() if not (d / "src").is_dir())
+    assert kernel_variants, r.stdout
+    for name in kernel_variants:
+        ops = "fwd" if name.startswith("fwd_") else "bwd" if name.startswith("bwd_") else "fwd,bwd"
+        r = run_python(args=["-m", "causal_conv1d", "precompile", "--op", ops, "--dtype", "bf16", "--width", "4",
+                             "--arch", "90", "--jobs", "2", "--out", str(tmp_path / f"tier-{name}")],
+                       env={"CAUSAL_CONV1D_KERNEL_DIR": str(out / name)}, timeout=600)
+        assert r.returncode == 0, f"variant {name}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
