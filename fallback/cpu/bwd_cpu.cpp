@@ -13,8 +13,10 @@
 // into runs shorter than kMinRun steps on average keep plain loops that skip each tap of
 // another segment.
 // Deterministic by construction: the items depend on the problem only, each accumulates its
-// dweight/dbias in fp32 in a fixed order into its own slot, and the slots are summed per channel
-// in batch order at the end — the same bits for any thread count.
+// dweight/dbias in a fixed order into its own slot, and the slots are summed per channel in batch
+// order at the end — the same bits for any thread count. A tile's sums are fp32; they join the
+// item's in double (fold_sums): a running fp32 sum stops growing once it is 2^24 times its
+// terms, which a row of 10^7-10^8 steps reaches (its dweight and dbias came out up to 21% off).
 #include <algorithm>
 #include <vector>
 
@@ -31,6 +33,7 @@ namespace {
 constexpr int64_t kTimeTile = 2048;  // time-major: steps per tile
 constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
 constexpr int64_t kCLChanTileMin = 128, kCLChanTileMax = 1024;  // channel-major: channels per item
+constexpr int64_t kCLFoldTiles = 16;  // channel-major: tiles whose fp32 sums join the totals at once
 constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
 
 float load(const void* base, cc1d_dtype dt, int64_t off) {
@@ -63,7 +66,15 @@ void store_dinit(const BwdProblem& p, int64_t b, int64_t c, int j, float v) {
   scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c * d.strides[1] + j * d.strides[2], 1, 1, &v);
 }
 
-// Each item's fp32 sums: per (b, c) the W taps of dweight then dbias.
+// n fp32 partial sums added into their double totals, and zeroed for the next tile.
+void fold_sums(float* part, double* total, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    total[i] += part[i];
+    part[i] = 0.f;
+  }
+}
+
+// Each item's sums: per (b, c) the W taps of dweight then dbias.
 struct Sums {
   std::vector<float> slots;
   int stride = 0;
@@ -154,6 +165,7 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
   std::vector<int>& seg = buf.seg;
   float carry[W > 1 ? W - 1 : 1] = {};  // g after the tile: 0 beyond seqlen
   float dw[W][kLanes] = {}, db[kLanes] = {};
+  double total[W + 1][kLanes] = {};
   for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
     const int64_t n = std::min(kTimeTile, p.seqlen - t0);
     int64_t j = 0;
@@ -211,6 +223,8 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
       });
     else
       RowTile<W, SEQ>::sums(g.data(), x.data(), seg.data(), dw, db, n);
+    for (int k = 0; k < W; ++k) fold_sums(dw[k], total[k], kLanes);
+    fold_sums(db, total[W], kLanes);
     if (t0 == 0 && p.dinitial_states.present())
       for (int jj = 0; jj < W - 1; ++jj) {  // x at s = jj-(W-1) reaches outputs 0..jj
         float a = dfinal_at(p, b, c, jj - (W - 1));
@@ -220,10 +234,9 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
     std::copy(g.begin(), g.begin() + W - 1, carry);
   }
   for (int k = 0; k <= W; ++k) {
-    const float* lanes = k < W ? dw[k] : db;
-    float s = 0.f;
-    for (int l = 0; l < kLanes; ++l) s += lanes[l];
-    sums[k] = s;
+    double s = 0.;
+    for (int l = 0; l < kLanes; ++l) s += total[k][l];
+    sums[k] = static_cast<float>(s);
   }
 }
 
@@ -232,9 +245,11 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
 // then the W-1 carried rows).
 struct TileBuffers {
   std::vector<float> w, w_rev, bias, x, z, g, carry, dw, db, a, save;
+  std::vector<double> total;  // dw then db, over the tiles walked
   TileBuffers(int W, int64_t nc)
       : w(W * nc), w_rev(W * nc), bias(nc), x((kCLTimeTile + W - 1) * nc), z(kCLTimeTile * nc),
-        g((kCLTimeTile + W - 1) * nc), carry((W - 1) * nc), dw(W * nc), db(nc), a(nc), save((W - 1) * nc) {}
+        g((kCLTimeTile + W - 1) * nc), carry((W - 1) * nc), dw(W * nc), db(nc), a(nc), save((W - 1) * nc),
+        total((W + 1) * nc) {}
 };
 
 // Channels per item: as many as leave every thread two items, within [kCLChanTileMin,
@@ -259,6 +274,7 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
   std::fill(carry.begin(), carry.end(), 0.f);
   std::fill(dw.begin(), dw.end(), 0.f);
   std::fill(db.begin(), db.end(), 0.f);
+  std::fill(buf.total.begin(), buf.total.end(), 0.);
   for (int k = 0; k < W; ++k)
     gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &w[k * nc]);
   if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
@@ -362,11 +378,14 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
         }
       }
     std::copy(g.begin(), g.begin() + (W - 1) * nc, carry.begin());
+    if ((t0 / kCLTimeTile) % kCLFoldTiles == 0) {  // and after the last tile, t0 = 0
+      fold_sums(dw.data(), buf.total.data(), W * nc);
+      fold_sums(db.data(), buf.total.data() + W * nc, nc);
+    }
   }
   for (int64_t q = 0; q < nc; ++q) {
     float* slot = out.at(p, b, c0 + q);
-    for (int k = 0; k < W; ++k) slot[k] = dw[k * nc + q];
-    slot[W] = db[q];
+    for (int k = 0; k <= W; ++k) slot[k] = static_cast<float>(buf.total[k * nc + q]);
   }
 }
 
@@ -384,14 +403,16 @@ using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 void write_sums(const BwdProblem& p, const Sums& sums) {
   const int W = p.width;
   parallel_for(p.dim, 256, [&](int64_t begin, int64_t end) {
-    std::vector<float> total(W + 1);
+    std::vector<double> total(W + 1);
+    std::vector<float> f(W + 1);
     for (int64_t c = begin; c < end; ++c) {
-      std::fill(total.begin(), total.end(), 0.f);
+      std::fill(total.begin(), total.end(), 0.);
       for (int64_t b = 0; b < p.batch; ++b)
         for (int k = 0; k <= W; ++k) total[k] += sums.slots[(b * p.dim + c) * (W + 1) + k];
+      for (int k = 0; k <= W; ++k) f[k] = static_cast<float>(total[k]);
       if (p.dweight.present())
-        scatter_fn(p.w_dtype)(p.dweight.data, c * p.dweight.strides[0], p.dweight.strides[1], W, total.data());
-      if (p.dbias.present()) scatter_fn(p.w_dtype)(p.dbias.data, c * p.dbias.strides[0], 1, 1, &total[W]);
+        scatter_fn(p.w_dtype)(p.dweight.data, c * p.dweight.strides[0], p.dweight.strides[1], W, f.data());
+      if (p.dbias.present()) scatter_fn(p.w_dtype)(p.dbias.data, c * p.dbias.strides[0], 1, 1, &f[W]);
     }
   });
 }

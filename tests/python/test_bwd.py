@@ -89,6 +89,34 @@ def test_gradient_of_absent_states_and_bias(device, backend, gen):
     assert_grad("initial_states", gi, want[3], torch.float32)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["cf", "cl"])
+@pytest.mark.parametrize("device,backend", [p for p in DEV_BACKENDS if p.id in ("cpu-cpu", "cuda-nvrtc", "cuda-aten")])
+def test_long_rows_keep_their_sums(device, backend, layout, gen):
+    """dweight and dbias over 2^24 steps whose terms share a sign: a running fp32 sum stops
+    growing once it is 2^24 times its terms (the cpu backend's dbias came out 21% off on a row of
+    7e8 steps, and 3% off here before its tiles' sums joined in double). The emulator (the GPU's
+    kernels) is left out at this size, and so is the host aten backend (torch's own reductions)."""
+    B, D, L, W = 1, 2, (1 << 24) + 123, 4
+
+    def biased(shape):  # 1 + noise: every term of the sums has the same sign
+        return (1 + 0.1 * torch.randn(*shape, generator=gen)).to(torch.bfloat16)
+
+    x, dout = biased((B, L, D)), biased((B, L, D))
+    if layout == "cf":
+        x, dout = x.transpose(1, 2).contiguous(), dout.transpose(1, 2).contiguous()
+    else:
+        x, dout = x.transpose(1, 2), dout.transpose(1, 2)
+    x, dout = x.to(device), dout.to(device)
+    w = (0.25 + 0.05 * torch.randn(D, W, generator=gen)).to(device)
+    b = (0.1 * torch.randn(D, generator=gen)).to(device)
+    got = causal_conv1d_bwd(x, w, b, dout, None, None, None, None, False, True, backend=backend)
+    _served_by(backend)
+    want = reference_grads(x, w, b, None, None, True, dout, None)
+    assert_grad("weight", got[1], want[1], torch.float32)
+    assert_grad("bias", got[2], want[2], torch.float32)
+
+
 def test_errors_name_the_argument(gen):
     x = randn((2, 4, 9), gen, torch.float32)
     w = randn((4, 3), gen, torch.float32)
