@@ -3,8 +3,8 @@
 causal_conv1d_bwd_function) and the custom op causal_conv1d::bwd, gradient buffers poisoned
 with NaN first (conftest): the options, dx written in place into a view, errors naming their
 argument, bitwise-identical deterministic gradients across thread counts and shuffled emulated
-launches, CAUSAL_CONV1D_DETERMINISTIC, opcheck, the sums of rows of 2^24 steps. causal_conv1d_fn's autograd over the whole
-grid: test_bwd_autograd.py.
+launches, CAUSAL_CONV1D_DETERMINISTIC, opcheck, the sums over rows of 2^24 steps.
+causal_conv1d_fn's autograd over the whole grid: test_bwd_autograd.py.
 """
 
 import json
