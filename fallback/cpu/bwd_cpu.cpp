@@ -4,7 +4,8 @@
 // the W-1 values of g (the gradient of the pre-activation) that the later tile computed, so
 // silu's derivative is evaluated once per element. Inputs are converted to fp32 tiles and the
 // loops run over the contiguous axis with the width as a template parameter, so they vectorise:
-//  - time-major (channel-first): one work item per row (b, c), vectorised over time;
+//  - time-major (channel-first, and channel-last under 16 channels: cpu_time_major in tiling.h):
+//    one work item per row (b, c), vectorised over time;
 //  - channel-major (channel-last): one item per (b, tile of channels), vectorised over channels.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
@@ -24,6 +25,7 @@
 #include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
+#include "fallback/cpu/tiling.h"
 #include "ops/bwd/bwd_op.h"
 
 namespace cc1d {
@@ -427,7 +429,7 @@ void bwd_cpu(const Problem& problem) {
   sums.slots.assign(static_cast<size_t>(p.batch * p.dim * (W + 1)), 0.f);
   const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, p.batch, p.seqlen);
   const auto starts = [&](int64_t b) { return runs.empty() ? nullptr : &runs[b]; };
-  if (p.time_major) {
+  if (cpu_time_major(p)) {
     const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
     // Rows in groups of about 32 K steps, so the buffers are set up once per group.
     parallel_for(p.batch * p.dim, std::max<int64_t>(1, 32768 / p.seqlen), [&](int64_t begin, int64_t end) {

@@ -1,9 +1,10 @@
 // fwd_cpu.cpp — the forward op's native CPU implementation (run by the cpu backend).
 //
 // The tiling and threading live here; the inner loops are the SIMD builds of simd.h (AVX-512,
-// AVX2 or baseline, chosen at run time), with the width fixed per call. Two tilings, following
-// the problem's time_major:
-//  - time-major (channel-first): one row (b, c) tile of time at a time, vectorised over t;
+// AVX2 or baseline, chosen at run time), with the width fixed per call. Two tilings, chosen by
+// cpu_time_major (tiling.h):
+//  - time-major (channel-first, and channel-last under 16 channels): one row (b, c) tile of time
+//    at a time, vectorised over t;
 //  - channel-major (channel-last): a (time x channels) tile, step by step, vectorised over c.
 // With unit strides (time for the first, channels for the second), one fused pass reads x in its
 // dtype and writes out; only the W-1 steps of history before a tile are staged as floats. With
@@ -16,6 +17,7 @@
 #include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
+#include "fallback/cpu/tiling.h"
 #include "ops/fwd/fwd_op.h"
 
 namespace cc1d {
@@ -220,7 +222,7 @@ void fwd_channel_major(const FwdProblem& p) {
 
 void fwd_cpu(const Problem& problem) {
   const auto& p = static_cast<const FwdProblem&>(problem);
-  if (p.time_major)
+  if (cpu_time_major(p))
     fwd_time_major(p);
   else
     fwd_channel_major(p);
