@@ -405,13 +405,16 @@ using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 void write_sums(const BwdProblem& p, const Sums& sums) {
   const int W = p.width;
   parallel_for(p.dim, 256, [&](int64_t begin, int64_t end) {
-    std::vector<double> total(W + 1);
+    // Batch rows outer: each row's slots of [begin, end) are one contiguous run.
+    const int64_t n = (end - begin) * (W + 1);
+    std::vector<double> total(n, 0.);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const float* row = &sums.slots[(b * p.dim + begin) * (W + 1)];
+      for (int64_t i = 0; i < n; ++i) total[i] += row[i];
+    }
     std::vector<float> f(W + 1);
     for (int64_t c = begin; c < end; ++c) {
-      std::fill(total.begin(), total.end(), 0.);
-      for (int64_t b = 0; b < p.batch; ++b)
-        for (int k = 0; k <= W; ++k) total[k] += sums.slots[(b * p.dim + c) * (W + 1) + k];
-      for (int k = 0; k <= W; ++k) f[k] = static_cast<float>(total[k]);
+      for (int k = 0; k <= W; ++k) f[k] = static_cast<float>(total[(c - begin) * (W + 1) + k]);
       if (p.dweight.present())
         scatter_fn(p.w_dtype)(p.dweight.data, c * p.dweight.strides[0], p.dweight.strides[1], W, f.data());
       if (p.dbias.present()) scatter_fn(p.w_dtype)(p.dbias.data, c * p.dbias.strides[0], 1, 1, &f[W]);
