@@ -29,7 +29,7 @@ from causal_conv1d.cpp_functions import causal_conv1d_bwd_function
 from gpu_fwd import (Timer, baseline, baseline_seq, check_layouts, finish, library_report, make_seq_idx,  # same folder
                      make_x, parse_args, print_loaded)
 
-SHAPES = [(8, 2048, 2048), (4, 4096, 4096)]
+SHAPES = [(8, 2048, 2048), (4, 4096, 4096), (64, 4096, 8)]  # the last: short rows
 QUICK_SHAPES = [(2, 512, 1024)]
 # (layout, dtypes): the fast path in both dtypes, the other layouts in bf16.
 LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),

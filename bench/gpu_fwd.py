@@ -28,8 +28,9 @@ import torch.nn.functional as F
 
 from causal_conv1d import causal_conv1d_fn
 
-# (B, D, L): Mamba-style prefill shapes, and a decode-like one (L=1, large batch).
-SHAPES = [(8, 2048, 2048), (4, 4096, 4096), (1, 8192, 16384), (64, 5120, 1)]
+# (B, D, L): Mamba-style prefill shapes, short prompts (L=8), and a decode-like one (L=1, large
+# batch).
+SHAPES = [(8, 2048, 2048), (4, 4096, 4096), (1, 8192, 16384), (64, 4096, 8), (64, 5120, 1)]
 QUICK_SHAPES = [(2, 1024, 1024), (16, 2048, 1)]
 # (layout, dtypes): the vector paths in both dtypes, the generic and seq_idx paths in bf16.
 LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),
