@@ -4,9 +4,9 @@
 // the W-1 values of g (the gradient of the pre-activation) that the later tile computed, so
 // silu's derivative is evaluated once per element. Inputs are converted to fp32 tiles and the
 // loops run over the contiguous axis with the width as a template parameter, so they vectorise:
-//  - time-major (channel-first, and channel-last under 16 channels: cpu_time_major in tiling.h):
-//    one work item per row (b, c), vectorised over time;
-//  - channel-major (channel-last): one item per (b, tile of channels), vectorised over channels.
+//  - time-major (channel-first but for rows under 40 steps, and channel-last under 16 channels:
+//    cpu_time_major in tiling.h): one work item per row (b, c), vectorised over time;
+//  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
 // whole tile without seq_idx): within a run every tap counts but those reaching before it (the

@@ -3,9 +3,9 @@
 // The tiling and threading live here; the inner loops are the SIMD builds of simd.h (AVX-512,
 // AVX2 or baseline, chosen at run time), with the width fixed per call. Two tilings, chosen by
 // cpu_time_major (tiling.h):
-//  - time-major (channel-first, and channel-last under 16 channels): one row (b, c) tile of time
-//    at a time, vectorised over t;
-//  - channel-major (channel-last): a (time x channels) tile, step by step, vectorised over c.
+//  - time-major (channel-first but for rows under 40 steps, and channel-last under 16 channels):
+//    one row (b, c) tile of time at a time, vectorised over t;
+//  - channel-major (the others): a (time x channels) tile, step by step, vectorised over c.
 // With unit strides (time for the first, channels for the second), one fused pass reads x in its
 // dtype and writes out; only the W-1 steps of history before a tile are staged as floats. With
 // seq_idx the fused pass runs once per run of one segment id (its history masked to that id);
