@@ -26,6 +26,7 @@
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "fallback/cpu/tiling.h"
+#include "fallback/cpu/x_rows.h"
 #include "ops/bwd/bwd_op.h"
 
 namespace cc1d {
@@ -38,22 +39,8 @@ constexpr int64_t kCLChanTileMin = 128, kCLChanTileMax = 1024;  // channel-major
 constexpr int64_t kCLFoldTiles = 16;  // channel-major: tiles whose fp32 sums join the totals at once
 constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
 
-float load(const void* base, cc1d_dtype dt, int64_t off) {
-  float v;
-  gather_fn(dt)(base, off, 1, 1, &v);
-  return v;
-}
-
 // The segment of step s of batch row b: token 0's before 0, -1 (none) from seqlen on.
 int seq_at(const BwdProblem& p, int64_t b, int64_t s) { return s < p.seqlen ? seq_value(p.seq_idx, b, s) : -1; }
-
-// x at time s of row (b, c): initial states (or 0) for s < 0.
-float x_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
-  if (s >= 0) return load(p.x.data, p.x_dtype, b * p.x.strides[0] + c * p.x.strides[1] + s * p.x.strides[2]);
-  if (!p.initial_states.present()) return 0.f;
-  const TensorRef& st = p.initial_states;
-  return load(st.data, p.x_dtype, b * st.strides[0] + c * st.strides[1] + (p.width - 1 + s) * st.strides[2]);
-}
 
 // What dfinal_states adds to the gradient of x at time s.
 float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
@@ -286,13 +273,7 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
   const SimdKernels& k = simd();
   for (int64_t t0 = (p.seqlen - 1) / kCLTimeTile * kCLTimeTile; t0 >= 0; t0 -= kCLTimeTile) {
     const int64_t nt = std::min(kCLTimeTile, p.seqlen - t0);
-    for (int64_t j = 0; j < nt + W - 1; ++j) {
-      const int64_t s = t0 - (W - 1) + j;
-      if (s >= 0)
-        gx(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + s * p.x.strides[2], p.x.strides[1], nc, &x[j * nc]);
-      else
-        for (int64_t q = 0; q < nc; ++q) x[j * nc + q] = x_at(p, b, c0 + q, s);
-    }
+    for (int64_t j = 0; j < nt + W - 1; ++j) x_step(p, b, t0 - (W - 1) + j, c0, nc, &x[j * nc]);
     // The tile's runs (one without seq_idx), as offsets from t0: x row j is time t0-(W-1)+j, g
     // row i time t0+i. A tile of short runs takes the plain loops.
     const TileRuns tr(starts, t0, nt);

@@ -18,6 +18,7 @@
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "fallback/cpu/tiling.h"
+#include "fallback/cpu/x_rows.h"
 #include "ops/fwd/fwd_op.h"
 
 namespace cc1d {
@@ -28,20 +29,7 @@ constexpr int64_t kTimeTile = 2048;    // row tiling: outputs per tile
 constexpr int64_t kCLTimeTile = 64;    // channel-last tiling: time steps per tile
 constexpr int64_t kCLChanTile = 256;   // channel-last tiling: channels per tile
 
-float load(const void* base, cc1d_dtype dt, int64_t off) {
-  float v;
-  gather_fn(dt)(base, off, 1, 1, &v);
-  return v;
-}
-
 // x at time s of row (b, c), with initial states (or zeros) before 0.
-float x_at(const FwdProblem& p, int64_t b, int64_t c, int64_t s) {
-  if (s >= 0) return load(p.x.data, p.x_dtype, b * p.x.strides[0] + c * p.x.strides[1] + s * p.x.strides[2]);
-  if (!p.initial_states.present()) return 0.f;
-  const TensorRef& st = p.initial_states;
-  return load(st.data, p.x_dtype, b * st.strides[0] + c * st.strides[1] + (p.width - 1 + s) * st.strides[2]);
-}
-
 int seq_at(const FwdProblem& p, int64_t b, int64_t s) { return seq_value(p.seq_idx, b, s); }
 
 void write_final_states(const FwdProblem& p, int64_t b, int64_t c) {
@@ -128,15 +116,7 @@ void fwd_time_major(const FwdProblem& p) {
 
 // The W-1 steps before t0 of channels [c0, c0+nc) as floats (x, initial states or zeros).
 void stage_halo(const FwdProblem& p, int64_t b, int64_t t0, int64_t c0, int64_t nc, float* halo) {
-  for (int i = 0; i < p.width - 1; ++i) {
-    const int64_t s = t0 - (p.width - 1) + i;
-    float* row = halo + i * nc;
-    if (s >= 0)
-      gather_fn(p.x_dtype)(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + s * p.x.strides[2], p.x.strides[1],
-                           nc, row);
-    else
-      for (int64_t j = 0; j < nc; ++j) row[j] = x_at(p, b, c0 + j, s);
-  }
+  for (int i = 0; i < p.width - 1; ++i) x_step(p, b, t0 - (p.width - 1) + i, c0, nc, halo + i * nc);
 }
 
 // Channel-last with seq_idx, or with strided channels: a (time x channels) tile gathered into
