@@ -29,7 +29,7 @@ constexpr int64_t kTimeTile = 2048;    // row tiling: outputs per tile
 constexpr int64_t kCLTimeTile = 64;    // channel-last tiling: time steps per tile
 constexpr int64_t kCLChanTile = 256;   // channel-last tiling: channels per tile
 
-// x at time s of row (b, c), with initial states (or zeros) before 0.
+// The segment id of step s of batch row b.
 int seq_at(const FwdProblem& p, int64_t b, int64_t s) { return seq_value(p.seq_idx, b, s); }
 
 void write_final_states(const FwdProblem& p, int64_t b, int64_t c) {
