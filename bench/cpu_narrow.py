@@ -1,5 +1,5 @@
 """CPU forward and backward over narrow steps and short rows: the cpu backend on channel-first
-and channel-last bf16 of few channels (dims 3 to 64) or few steps (4 to 48), each shape 2^24
+and channel-last bf16 of few channels (dims 3 to 64) or few steps (1 to 48), each shape 2^24
 elements, width 4 with bias and silu. Shows where the two tilings cross (fallback/cpu/tiling.h:
 channel-last under 16 channels takes the time-major tiling, channel-first rows under 40 steps
 the channel-major one). Times causal_conv1d_fn and the backward op with every gradient
@@ -36,7 +36,7 @@ def main():
     print("| shape (B,D,L) | layout | forward ns/element | backward ns/element |")
     print("|---|---|---|---|")
     narrow = [(1, dim, n // dim) for dim in (3, 8, 15, 16, 64)]
-    short = [(n // (256 * length), 256, length) for length in (4, 16, 32, 48)]
+    short = [(n // (256 * length), 256, length) for length in (1, 4, 16, 32, 48)]
     for batch, dim, length in narrow + short:
         for layout in ("channel-first", "channel-last"):
             x, dout = rows(batch, dim, length, layout, gen), rows(batch, dim, length, layout, gen)

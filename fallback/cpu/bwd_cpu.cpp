@@ -14,8 +14,8 @@
 // into runs shorter than kMinRun steps on average keep plain loops that skip each tap of
 // another segment.
 // Deterministic by construction: the items depend on the problem only, each accumulates its
-// dweight/dbias in a fixed order into its own slot, and the slots are summed per channel in batch
-// order at the end — the same bits for any thread count. A tile's sums are fp32; they join the
+// dweight/dbias in a fixed order (its group's batch rows in order) into its own slot, and the
+// slots are summed per channel in batch order at the end — the same bits for any thread count. A tile's sums are fp32; they join the
 // item's in double (fold_sums): a running fp32 sum stops growing once it is 2^24 times its
 // terms, which a row of 10^7-10^8 steps reaches (its dweight and dbias came out up to 21% off).
 #include <algorithm>
@@ -63,11 +63,22 @@ void fold_sums(float* part, double* total, int64_t n) {
   }
 }
 
-// Each item's sums: per (b, c) the W taps of dweight then dbias.
+// Each item's sums: per (group of batch rows, channel) the W taps of dweight then dbias. A group
+// is `rows` batch rows, so that it spans at least kGroupSteps steps: a slot per batch row was 10
+// times the input on rows of one step, and its page faults took most of their backward.
+constexpr int64_t kGroupSteps = 256;
 struct Sums {
+  int64_t rows, groups, dim;
+  int stride;
   std::vector<float> slots;
-  int stride = 0;
-  float* at(const BwdProblem& p, int64_t b, int64_t c) { return &slots[(b * p.dim + c) * stride]; }
+  Sums(const BwdProblem& p)
+      : rows(std::max<int64_t>(1, kGroupSteps / std::max<int64_t>(1, p.seqlen))),
+        groups((p.batch + rows - 1) / rows), dim(p.dim), stride(p.width + 1),
+        slots(static_cast<size_t>(groups * dim * stride), 0.f) {}
+  float* at(int64_t group, int64_t c) { return &slots[(group * dim + c) * stride]; }
+  // The batch rows of a group.
+  int64_t first(int64_t group) const { return group * rows; }
+  int64_t last(const BwdProblem& p, int64_t group) const { return std::min(p.batch, (group + 1) * rows); }
 };
 
 // While it lives, the `count` steps of `len` floats at v that are not the run's segment
@@ -131,18 +142,19 @@ struct RowTile {
   }
 };
 
-// A worker's tile buffers, allocated once per range of items.
+// A worker's tile buffers, allocated once per chunk of items; nt: the longest tile,
+// min(kTimeTile, seqlen).
 struct RowBuffers {
   std::vector<float> x, z, g, dx, save;
   std::vector<int> seg;
-  explicit RowBuffers(int W)
-      : x(kTimeTile + W - 1), z(kTimeTile), g(kTimeTile + W - 1), dx(kTimeTile), save(W),
-        seg(kTimeTile + 2 * (W - 1)) {}
+  RowBuffers(int W, int64_t nt)
+      : x(nt + W - 1), z(nt), g(nt + W - 1), dx(nt), save(W), seg(nt + 2 * (W - 1)) {}
 };
 
-// starts: the batch row's runs of one seq_idx value (seq_runs), null without seq_idx.
+// starts: the batch row's runs of one seq_idx value (seq_runs), null without seq_idx. The row's
+// dweight and dbias are added to sums (W taps, then the bias).
 template <int W, bool SEQ>
-void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>* starts, float* sums,
+void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>* starts, double* sums,
              RowBuffers& buf) {
   const TensorRef &xt = p.x, &dt = p.dout;
   float w[W], w_rev[W];
@@ -225,49 +237,53 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
   for (int k = 0; k <= W; ++k) {
     double s = 0.;
     for (int l = 0; l < kLanes; ++l) s += total[k][l];
-    sums[k] = static_cast<float>(s);
+    sums[k] += s;
   }
 }
 
 // ---- channel-major: one (batch, channel tile), vectorised over channels --------------------
 // Rows of nc channels: x rows j <-> time t0-(W-1)+j (nt+W-1 rows), g rows i <-> time t0+i (nt,
-// then the W-1 carried rows).
+// then the W-1 carried rows). nt: the longest tile, min(kCLTimeTile, seqlen).
+// dw and db are zero between rows (the last tile folds them into total).
 struct TileBuffers {
   std::vector<float> w, w_rev, bias, x, z, g, carry, dw, db, a, save;
-  std::vector<double> total;  // dw then db, over the tiles walked
-  TileBuffers(int W, int64_t nc)
-      : w(W * nc), w_rev(W * nc), bias(nc), x((kCLTimeTile + W - 1) * nc), z(kCLTimeTile * nc),
-        g((kCLTimeTile + W - 1) * nc), carry((W - 1) * nc), dw(W * nc), db(nc), a(nc), save((W - 1) * nc),
-        total((W + 1) * nc) {}
+  std::vector<double> total;  // dw then db, over the rows and tiles walked
+  TileBuffers(int W, int64_t nc, int64_t nt)
+      : w(W * nc), w_rev(W * nc), bias(nc), x((nt + W - 1) * nc), z(nt * nc), g((nt + W - 1) * nc),
+        carry((W - 1) * nc), dw(W * nc), db(nc), a(nc), save((W - 1) * nc), total((W + 1) * nc) {}
+  // Channels [c0, c0+nc)'s taps, reversed taps and bias, and zero totals: an item's start.
+  void start(const BwdProblem& p, int64_t c0, int64_t nc) {
+    const int W = p.width;
+    const GatherFn gw = gather_fn(p.w_dtype);
+    for (int k = 0; k < W; ++k)
+      gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &w[k * nc]);
+    for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &w_rev[(W - 1 - j) * nc]);
+    std::fill(bias.begin(), bias.end(), 0.f);
+    if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
+    std::fill(total.begin(), total.end(), 0.);
+  }
 };
 
 // Channels per item: as many as leave every thread two items, within [kCLChanTileMin,
 // kCLChanTileMax]. Wide tiles read longer runs of each row (a row of a large dim is a page,
 // which the prefetcher does not cross): 128 -> 1024 took 4x2048x2048 bf16 from 77-86 to 57 ms.
-int64_t chan_tile(const BwdProblem& p) {
-  const int64_t batch = std::max<int64_t>(1, p.batch);  // an empty batch has no items
-  const int64_t per_batch = (2 * num_threads() + batch - 1) / batch;
+int64_t chan_tile(const BwdProblem& p, const Sums& sums) {
+  const int64_t groups = std::max<int64_t>(1, sums.groups);  // an empty batch has no items
+  const int64_t per_batch = (2 * num_threads() + groups - 1) / groups;
   const int64_t nc = ((p.dim + per_batch - 1) / per_batch + 15) / 16 * 16;
   return std::min(kCLChanTileMax, std::max(kCLChanTileMin, nc));
 }
 
-// starts: as bwd_row's.
+// starts: as bwd_row's. Channels [c0, c0+nc) of batch row b, with buf started (TileBuffers::start)
+// for them; the row's sums are added to buf.total.
 template <int W>
 void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std::vector<int64_t>* starts,
-                  Sums& out, TileBuffers& buf) {
-  const GatherFn gx = gather_fn(p.x_dtype), gw = gather_fn(p.w_dtype);
+                  TileBuffers& buf) {
+  const GatherFn gx = gather_fn(p.x_dtype);
   const ScatterFn sx = scatter_fn(p.x_dtype);
   std::vector<float>&w = buf.w, &bias = buf.bias, &x = buf.x, &z = buf.z, &g = buf.g, &carry = buf.carry;
   std::vector<float>&dw = buf.dw, &db = buf.db, &a = buf.a;
-  std::fill(bias.begin(), bias.end(), 0.f);
   std::fill(carry.begin(), carry.end(), 0.f);
-  std::fill(dw.begin(), dw.end(), 0.f);
-  std::fill(db.begin(), db.end(), 0.f);
-  std::fill(buf.total.begin(), buf.total.end(), 0.);
-  for (int k = 0; k < W; ++k)
-    gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, &w[k * nc]);
-  if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
-  for (int j = 0; j < W; ++j) std::copy(&w[j * nc], &w[j * nc] + nc, &buf.w_rev[(W - 1 - j) * nc]);
   const bool has_seq = p.seq_idx.present();
   auto seq = [&](int64_t s) { return has_seq ? seq_at(p, b, s) : 0; };
   const SimdKernels& k = simd();
@@ -366,14 +382,10 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
       fold_sums(db.data(), buf.total.data() + W * nc, nc);
     }
   }
-  for (int64_t q = 0; q < nc; ++q) {
-    float* slot = out.at(p, b, c0 + q);
-    for (int k = 0; k <= W; ++k) slot[k] = static_cast<float>(buf.total[k * nc + q]);
-  }
 }
 
-using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, const std::vector<int64_t>*, float*, RowBuffers&);
-using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, const std::vector<int64_t>*, Sums&, TileBuffers&);
+using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, const std::vector<int64_t>*, double*, RowBuffers&);
+using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, const std::vector<int64_t>*, TileBuffers&);
 template <int... Ws>
 struct Table {
   static constexpr RowFn row[] = {bwd_row<Ws, false>...};
@@ -383,14 +395,14 @@ struct Table {
 using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 
 // dweight and dbias: per channel, the items' sums in batch order.
-void write_sums(const BwdProblem& p, const Sums& sums) {
+void write_sums(const BwdProblem& p, Sums& sums) {
   const int W = p.width;
   parallel_for(p.dim, 256, [&](int64_t begin, int64_t end) {
-    // Batch rows outer: each row's slots of [begin, end) are one contiguous run.
+    // Groups outer: each group's slots of [begin, end) are one contiguous run.
     const int64_t n = (end - begin) * (W + 1);
     std::vector<double> total(n, 0.);
-    for (int64_t b = 0; b < p.batch; ++b) {
-      const float* row = &sums.slots[(b * p.dim + begin) * (W + 1)];
+    for (int64_t grp = 0; grp < sums.groups; ++grp) {
+      const float* row = sums.at(grp, begin);
       for (int64_t i = 0; i < n; ++i) total[i] += row[i];
     }
     std::vector<float> f(W + 1);
@@ -408,28 +420,33 @@ void write_sums(const BwdProblem& p, const Sums& sums) {
 void bwd_cpu(const Problem& problem) {
   const auto& p = static_cast<const BwdProblem&>(problem);
   const int W = p.width;
-  Sums sums;
-  sums.stride = W + 1;
-  sums.slots.assign(static_cast<size_t>(p.batch * p.dim * (W + 1)), 0.f);
+  Sums sums(p);
   const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, p.batch, p.seqlen);
   const auto starts = [&](int64_t b) { return runs.empty() ? nullptr : &runs[b]; };
+  const int64_t group_steps = sums.rows * p.seqlen;
+  // An item: a group's rows of one channel (time-major) or of a tile of channels.
   if (cpu_time_major(p)) {
     const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
-    // Rows in groups of about 32 K steps, so the buffers are set up once per group.
-    parallel_for(p.batch * p.dim, std::max<int64_t>(1, 32768 / p.seqlen), [&](int64_t begin, int64_t end) {
-      RowBuffers buf(W);
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t b = r / p.dim, c = r % p.dim;
-        row(p, b, c, starts(b), sums.at(p, b, c), buf);
+    parallel_for(sums.groups * p.dim, chunk_items(group_steps), [&](int64_t begin, int64_t end) {
+      RowBuffers buf(W, std::min(kTimeTile, p.seqlen));
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t grp = item / p.dim, c = item % p.dim;
+        double total[CC1D_MAX_WIDTH + 1] = {};
+        for (int64_t b = sums.first(grp); b < sums.last(p, grp); ++b) row(p, b, c, starts(b), total, buf);
+        std::copy(total, total + W + 1, sums.at(grp, c));
       }
     });
   } else {
-    const int64_t ct = chan_tile(p), tiles = (p.dim + ct - 1) / ct;
-    parallel_for(p.batch * tiles, 1, [&](int64_t begin, int64_t end) {
-      TileBuffers buf(W, ct);
+    const int64_t ct = chan_tile(p, sums), tiles = (p.dim + ct - 1) / ct;
+    parallel_for(sums.groups * tiles, chunk_items(ct * group_steps), [&](int64_t begin, int64_t end) {
+      TileBuffers buf(W, ct, std::min(kCLTimeTile, p.seqlen));
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / tiles, c0 = (item % tiles) * ct;
-        Kernels::channels[W - 1](p, b, c0, std::min(ct, p.dim - c0), starts(b), sums, buf);
+        const int64_t grp = item / tiles, c0 = (item % tiles) * ct, nc = std::min(ct, p.dim - c0);
+        buf.start(p, c0, nc);
+        for (int64_t b = sums.first(grp); b < sums.last(p, grp); ++b)
+          Kernels::channels[W - 1](p, b, c0, nc, starts(b), buf);
+        for (int64_t q = 0; q < nc; ++q)
+          for (int k = 0; k <= W; ++k) sums.at(grp, c0 + q)[k] = static_cast<float>(buf.total[k * nc + q]);
       }
     });
   }

@@ -73,9 +73,10 @@ void fwd_time_major(const FwdProblem& p) {
   const bool seq = p.seq_idx.present(), unit = p.x.strides[2] == 1 && p.out.strides[2] == 1;
   const int64_t es = dtype_size(p.x_dtype);
   const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, unit ? p.batch : 0, p.seqlen);  // fused only
-  parallel_for(rows * tiles, std::max<int64_t>(1, 16 / tiles), [&](int64_t begin, int64_t end) {
-    std::vector<float> xin(kTimeTile + W - 1), out(kTimeTile);
-    std::vector<int> seg(seq ? kTimeTile + W - 1 : 0);
+  const int64_t tile = std::min(kTimeTile, p.seqlen);
+  parallel_for(rows * tiles, chunk_items(tile), [&](int64_t begin, int64_t end) {
+    std::vector<float> xin(tile + W - 1), out(tile);
+    std::vector<int> seg(seq ? tile + W - 1 : 0);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / tiles, tile = item % tiles;
       const int64_t b = row / p.dim, c = row % p.dim;
@@ -158,20 +159,26 @@ void fwd_channel_major(const FwdProblem& p) {
   // A thread takes whole blocks of steps (every channel tile of them) when there are enough for
   // all: two threads writing the same rows of a fresh output fault the same pages (measured:
   // causal_conv1d_fn 4x2048x2048 fp32, 2.3 -> 1.5 ns per output).
-  const int64_t grain = p.batch * ttiles >= 2 * num_threads() ? ctiles : 1;
+  // Every channel tile's taps ([W][nc] floats from W * c0) and bias, staged once per call: per
+  // item they were W gathers an element on rows of one step.
+  std::vector<float> wt_all(W * p.dim), bias_all(p.dim, 0.f);
+  const GatherFn gw = gather_fn(p.w_dtype);
+  for (int64_t c0 = 0; c0 < p.dim; c0 += kCLChanTile) {
+    const int64_t nc = std::min(kCLChanTile, p.dim - c0);
+    for (int kk = 0; kk < W; ++kk)
+      gw(p.weight.data, c0 * p.weight.strides[0] + kk * p.weight.strides[1], p.weight.strides[0], nc,
+         &wt_all[W * c0 + kk * nc]);
+  }
+  if (p.bias.present()) gw(p.bias.data, 0, p.bias.strides[0], p.dim, bias_all.data());
+  const int64_t tile_t = std::min(kCLTimeTile, p.seqlen), tile_c = std::min(kCLChanTile, p.dim);
+  const int64_t grain = chunk_items(tile_t * tile_c, p.batch * ttiles >= 2 * num_threads() ? ctiles : 1);
   parallel_for(p.batch * ttiles * ctiles, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> xin((kCLTimeTile + W - 1) * kCLChanTile), wt(W * kCLChanTile), bias(kCLChanTile);
+    std::vector<float> xin((tile_t + W - 1) * tile_c);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ct = item % ctiles, tt = (item / ctiles) % ttiles, b = item / (ctiles * ttiles);
       const int64_t t0 = tt * kCLTimeTile, nt = std::min(kCLTimeTile, p.seqlen - t0);
       const int64_t c0 = ct * kCLChanTile, nc = std::min(kCLChanTile, p.dim - c0);
-      const GatherFn gw = gather_fn(p.w_dtype);
-      for (int kk = 0; kk < W; ++kk)
-        gw(p.weight.data, c0 * p.weight.strides[0] + kk * p.weight.strides[1], p.weight.strides[0], nc, &wt[kk * nc]);
-      if (p.bias.present())
-        gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias.data());
-      else
-        std::fill(bias.begin(), bias.begin() + nc, 0.f);
+      const float *wt = &wt_all[W * c0], *bias = &bias_all[c0];
       const TileRuns tr(p.seq_idx.present() && unit ? &runs[b] : nullptr, t0, nt);
       if (unit && tr.fused()) {
         // x read in its dtype, straight into out, a run at a time: only the history goes through floats.
@@ -186,11 +193,11 @@ void fwd_channel_major(const FwdProblem& p) {
           stage_halo(p, b, r0, c0, nc, xin.data());
           for (int i = 0; i < W - 1; ++i)
             if (!same_segment(p, b, r0 - (W - 1) + i, r0)) std::fill(&xin[i * nc], &xin[(i + 1) * nc], 0.f);
-          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt.data(), bias.data(), p.silu,
-                                 o0 + r0 * os * es, os, r1 - r0, nc);
+          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt, bias, p.silu, o0 + r0 * os * es,
+                                 os, r1 - r0, nc);
         });
       } else {
-        cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, wt.data(), bias.data());
+        cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, wt, bias);
       }
       if (p.final_states.present() && t0 + nt == p.seqlen)
         for (int64_t j = 0; j < nc; ++j) write_final_states(p, b, c0 + j);
