@@ -120,31 +120,41 @@ void stage_halo(const FwdProblem& p, int64_t b, int64_t t0, int64_t c0, int64_t 
   for (int i = 0; i < p.width - 1; ++i) x_step(p, b, t0 - (p.width - 1) + i, c0, nc, halo + i * nc);
 }
 
-// Channel-last with seq_idx, or with strided channels: a (time x channels) tile gathered into
-// floats, taps vectorised over contiguous floats.
+// Channel-major tiles of strided channels (channel-first short rows, strided views) or of short
+// seq_idx runs: the (time x channels) tile gathered into floats (xin), computed into o, then
+// scattered: without seq_idx by the forward's fused SIMD pass over floats, with seq_idx by taps
+// vectorised over the floats, each skipping another segment.
 void cl_tile_generic(const FwdProblem& p, const SimdKernels& k, int64_t b, int64_t t0, int64_t nt, int64_t c0,
-                     int64_t nc, std::vector<float>& xin, const float* wt, const float* bias) {
+                     int64_t nc, std::vector<float>& xin, std::vector<float>& o, const float* wt, const float* bias) {
   const int W = p.width;
   const GatherFn gx = gather_fn(p.x_dtype);
   stage_halo(p, b, t0, c0, nc, xin.data());
   for (int64_t i = 0; i < nt; ++i)
     gx(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + (t0 + i) * p.x.strides[2], p.x.strides[1], nc,
        &xin[(W - 1 + i) * nc]);
-  std::vector<float> o(nc);
   const ScatterFn sx = scatter_fn(p.x_dtype);
+  const auto store = [&](int64_t t, const float* row) {
+    sx(p.out.data, b * p.out.strides[0] + c0 * p.out.strides[1] + (t0 + t) * p.out.strides[2], p.out.strides[1], nc,
+       row);
+  };
+  o.resize(nt * nc);
+  if (!p.seq_idx.present()) {
+    k.conv_channels[W - 1](CC1D_FLOAT32, &xin[(W - 1) * nc], nc, xin.data(), wt, bias, p.silu, o.data(), nc, nt, nc);
+    for (int64_t t = 0; t < nt; ++t) store(t, &o[t * nc]);
+    return;
+  }
   for (int64_t t = 0; t < nt; ++t) {
-    const int cur = p.seq_idx.present() ? seq_at(p, b, t0 + t) : 0;
+    const int cur = seq_at(p, b, t0 + t);
     std::copy(bias, bias + nc, o.begin());
     for (int kk = 0; kk < W; ++kk) {
-      if (p.seq_idx.present() && seq_at(p, b, t0 + t - (W - 1) + kk) != cur) continue;
+      if (seq_at(p, b, t0 + t - (W - 1) + kk) != cur) continue;
       const float* xr = &xin[(t + kk) * nc];
       const float* wr = &wt[kk * nc];
       for (int64_t j = 0; j < nc; ++j) o[j] += wr[j] * xr[j];
     }
     if (p.silu) k.silu_inplace(o.data(), nc);
-    if (p.seq_idx.present() && cur < 0) std::fill(o.begin(), o.end(), 0.f);  // a padding token
-    sx(p.out.data, b * p.out.strides[0] + c0 * p.out.strides[1] + (t0 + t) * p.out.strides[2], p.out.strides[1], nc,
-       o.data());
+    if (cur < 0) std::fill(o.begin(), o.begin() + nc, 0.f);  // a padding token
+    store(t, o.data());
   }
 }
 
@@ -173,7 +183,7 @@ void fwd_channel_major(const FwdProblem& p) {
   const int64_t tile_t = std::min(kCLTimeTile, p.seqlen), tile_c = std::min(kCLChanTile, p.dim);
   const int64_t grain = chunk_items(tile_t * tile_c, p.batch * ttiles >= 2 * num_threads() ? ctiles : 1);
   parallel_for(p.batch * ttiles * ctiles, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> xin((tile_t + W - 1) * tile_c);
+    std::vector<float> xin((tile_t + W - 1) * tile_c), o;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ct = item % ctiles, tt = (item / ctiles) % ttiles, b = item / (ctiles * ttiles);
       const int64_t t0 = tt * kCLTimeTile, nt = std::min(kCLTimeTile, p.seqlen - t0);
@@ -197,7 +207,7 @@ void fwd_channel_major(const FwdProblem& p) {
                                  os, r1 - r0, nc);
         });
       } else {
-        cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, wt, bias);
+        cl_tile_generic(p, k, b, t0, nt, c0, nc, xin, o, wt, bias);
       }
       if (p.final_states.present() && t0 + nt == p.seqlen)
         for (int64_t j = 0; j < nc; ++j) write_final_states(p, b, c0 + j);
