@@ -122,7 +122,12 @@ TEST_CASE("cpu forward works in a forked child after the thread pool started") {
   CHECK(child_outcome(pid, 60) == "");
 }
 
-TEST_CASE("a child forked while another thread is inside a cpu call finishes its own call") {
+// Skipped (and reported so) under AddressSanitizer: GCC 12's libasan takes no allocator lock
+// around fork (LLVM added it in 18: llvm-project#75290), so a child forked while the busy thread
+// is inside malloc hangs in its own first malloc, whatever the library does (seen once in 20
+// children of a loaded asan job). glibc's malloc is fork-safe; the plain build runs the case.
+TEST_CASE("a child forked while another thread is inside a cpu call finishes its own call" *
+          doctest::skip(cc1d_test::kSanitized)) {
   // DataLoader workers fork while other threads run ops: the pool's locks may be held then.
   std::atomic<bool> stop{false};
   std::thread busy([&] {
