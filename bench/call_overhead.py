@@ -139,7 +139,7 @@ def main():
     st3 = torch.randn(1, 4096, 3, device=dev, dtype=torch.bfloat16)
     ring = torch.randn(1, 4096, 16, device=dev, dtype=torch.bfloat16)
     cache = torch.tensor([21], device=dev, dtype=torch.int32)  # head 5: the window is 2..4 (one load a row)
-    wraps = torch.tensor([17], device=dev, dtype=torch.int32)  # head 1: the window is 14, 15, 0 (gathered)
+    wraps = torch.tensor([17], device=dev, dtype=torch.int32)  # head 1: the window is 14, 15, 0 (two loads a row)
     rows.append(("causal_conv1d_update, the same with state_len 3 (width-1)", per_call_us(
         lambda: (causal_conv1d_update(xu, st3, wu, bu, activation="silu", backend=backend), sync()))))
     rows.append(("causal_conv1d_update, the same on a ring of 16 (cache_seqlens), head 5", per_call_us(
@@ -148,6 +148,13 @@ def main():
     rows.append(("  the same at head 1, where the window wraps (3 of 16 heads)", per_call_us(
         lambda: (causal_conv1d_update(xu, ring, wu, bu, activation="silu", cache_seqlens=wraps, backend=backend),
                  sync()))))
+    rows.append(("  the same on a ring of 3 (width-1: the window is the whole row), head 1", per_call_us(
+        lambda: (causal_conv1d_update(xu, st3, wu, bu, activation="silu", cache_seqlens=wraps, backend=backend),
+                 sync()))))
+    # Several tokens at once: speculative decoding's drafts.
+    xt = torch.randn(1, 4096, 4, device=dev, dtype=torch.bfloat16)
+    rows.append(("causal_conv1d_update, 4 tokens (x of (1, 4096, 4)), state_len 4", per_call_us(
+        lambda: (causal_conv1d_update(xt, st, wu, bu, activation="silu", backend=backend), sync()))))
 
     rows.append(("yardstick: torch.empty_like of the (1, 8, 16) tensor", per_call_us(lambda: torch.empty_like(x))))
 

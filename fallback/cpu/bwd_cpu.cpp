@@ -15,9 +15,10 @@
 // another segment.
 // Deterministic by construction: the items depend on the problem only, each accumulates its
 // dweight/dbias in a fixed order (its group's batch rows in order) into its own slot, and the
-// slots are summed per channel in batch order at the end — the same bits for any thread count. A tile's sums are fp32; they join the
-// item's in double (fold_sums): a running fp32 sum stops growing once it is 2^24 times its
-// terms, which a row of 10^7-10^8 steps reaches (its dweight and dbias came out up to 21% off).
+// slots are summed per channel in batch order at the end — the same bits for any thread count.
+// A tile's sums are fp32; they join the item's in double (fold_sums): a running fp32 sum stops
+// growing once it is 2^24 times its terms, which a row of 10^7-10^8 steps reaches (its dweight
+// and dbias came out up to 21% off).
 #include <algorithm>
 #include <vector>
 
