@@ -160,13 +160,14 @@ bool contiguous_channels(const UpdateProblem& p, bool io = true) {
          (!p.bias.present() || steps(p.bias.strides[0], D, 1));
 }
 
-// The SIMD kernel of a ring buffer's decode step (one token, cache_seqlens, state rows contiguous
-// along time), or nullptr; its 32-bit offsets must reach every row of the call.
+// The SIMD kernel of a ring buffer's decode step (cache_seqlens, state rows contiguous along time),
+// or nullptr; its 32-bit offsets must reach every row of the call. Tokens as simd_decode's, the
+// head advancing one slot a token.
 DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t S = p.state_len, rows = std::max<int64_t>(p.conv_state.strides[1], S) * p.dim;
-  const bool fits = p.seqlen == 1 && p.cache_seqlens.present() && decode_dtypes(p.x_dtype, p.w_dtype) &&
-                    steps(p.conv_state.strides[2], S, 1) &&
-                    rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31) && contiguous_channels(p);
+  const bool fits = p.seqlen <= kMaxTokenSteps && p.cache_seqlens.present() &&
+                    decode_dtypes(p.x_dtype, p.w_dtype) && steps(p.conv_state.strides[2], S, 1) &&
+                    rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31) && contiguous_channels(p, p.seqlen == 1);
   return fits ? k.decode_ring[p.width - 1] : nullptr;
 }
 
@@ -210,7 +211,7 @@ void update_cpu(const Problem& problem) {
   const DecodeRingFn ring_step = simd_step ? nullptr : simd_ring(p, k);
   const bool fast = simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
-  const bool tokens = simd_step != nullptr && p.seqlen > 1;  // one SIMD step a token
+  const bool tokens = fast && p.seqlen > 1;  // one SIMD step a token
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
     std::vector<char> io(tokens ? 2 * p.dim * xb : 0);  // a token's x, then its out
@@ -236,29 +237,30 @@ void update_cpu(const Problem& problem) {
         }
         const int64_t cs = ring_step ? p.conv_state.strides[1] : p.state_len;
         char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * cs) * xb;
-        const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0) * xb;
+        const int64_t xs = p.x.strides[1], m = c1 - c0;
+        const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 * xs) * xb;
         const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
-        if (tokens) {
-          const int64_t xs = p.x.strides[1], xt = p.x.strides[2], m = c1 - c0;
-          const char* xrow = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 * xs) * xb;
-          char *xbuf = io.data(), *obuf = io.data() + p.dim * xb;
-          for (int64_t t = 0; t < p.seqlen; ++t) {
-            copy_elements(xbuf, 1, xrow + t * xt * xb, xs, m, xb);
-            simd_step(p.x_dtype, st, xbuf, p.w_dtype, w, bias, p.silu, obuf, m);
-            copy_elements(dst + t * out.strides[2] * xb, out.strides[1], obuf, 1, m, xb);
+        // A token at a time; one token reads x and writes out in place, several through io.
+        char *xbuf = io.data(), *obuf = io.data() + p.dim * xb;
+        for (int64_t t = 0; t < p.seqlen; ++t) {
+          const char* xt = x;
+          char* ot = dst;
+          if (tokens) {
+            copy_elements(xbuf, 1, x + t * p.x.strides[2] * xb, xs, m, xb);
+            xt = xbuf;
+            ot = obuf;
           }
-          continue;
+          if (simd_step) {
+            simd_step(p.x_dtype, st, xt, p.w_dtype, w, bias, p.silu, ot, m);
+          } else {  // the ring's head and the window's positions, the same in every row of batch row b
+            const int64_t sl = p.state_len, head = (index_at(p.cache_seqlens, b) + t) % sl;
+            long long pos[CC1D_MAX_WIDTH];
+            for (int i = 0; i + 1 < p.width; ++i) pos[i] = window_pos(true, head, sl, p.width, i);
+            ring_step(p.x_dtype, st, cs, pos, head, xt, p.w_dtype, w, bias, p.silu, ot, m);
+          }
+          if (tokens) copy_elements(dst + t * out.strides[2] * xb, out.strides[1], obuf, 1, m, xb);
         }
-        if (simd_step) {
-          simd_step(p.x_dtype, st, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
-          continue;
-        }
-        // The ring's head and the window's positions, the same in every row of batch row b.
-        const int64_t sl = p.state_len, head = index_at(p.cache_seqlens, b) % sl;
-        long long pos[CC1D_MAX_WIDTH];
-        for (int i = 0; i + 1 < p.width; ++i) pos[i] = window_pos(true, head, sl, p.width, i);
-        ring_step(p.x_dtype, st, cs, pos, head, x, p.w_dtype, w, bias, p.silu, dst, c1 - c0);
         continue;
       }
       if (row < 0) {  // a padding slot: outputs 0, state untouched
