@@ -3,8 +3,8 @@
 // step of Mamba's and vLLM's layouts (one token, shift mode, state rows of `width` or width-1
 // contiguous elements, width 2/4/8, contiguous rows, weights in x's dtype or fp32) and of a ring
 // buffer (AVX2/AVX-512, the same cases) is one SIMD kernel per run (simd.h decode_rows,
-// decode_rows_short, decode_ring, decode_dtypes); in shift mode, a few tokens (speculative
-// decoding's drafts) take that kernel once a token. Otherwise the taps run per channel with the
+// decode_rows_short, decode_ring, decode_dtypes); a few tokens (speculative decoding's drafts)
+// take that kernel once a token. Otherwise the taps run per channel with the
 // element types fixed at compile time, and the activation and the conversion of the outputs run
 // vectorised over the run. Small calls stay on the calling thread: a decode step of one row is
 // done before a pool thread would wake. Validation has already rejected out-of-range indices,
