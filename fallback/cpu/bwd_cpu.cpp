@@ -77,6 +77,7 @@ struct Sums {
         groups((p.batch + rows - 1) / rows), dim(p.dim), stride(p.width + 1),
         slots(static_cast<size_t>(groups * dim * stride), 0.f) {}
   float* at(int64_t group, int64_t c) { return &slots[(group * dim + c) * stride]; }
+  const float* at(int64_t group, int64_t c) const { return &slots[(group * dim + c) * stride]; }
   // The batch rows of a group.
   int64_t first(int64_t group) const { return group * rows; }
   int64_t last(const BwdProblem& p, int64_t group) const { return std::min(p.batch, (group + 1) * rows); }
@@ -396,7 +397,7 @@ struct Table {
 using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 
 // dweight and dbias: per channel, the items' sums in batch order.
-void write_sums(const BwdProblem& p, Sums& sums) {
+void write_sums(const BwdProblem& p, const Sums& sums) {
   const int W = p.width;
   parallel_for(p.dim, 256, [&](int64_t begin, int64_t end) {
     // Groups outer: each group's slots of [begin, end) are one contiguous run.

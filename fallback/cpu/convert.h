@@ -1,7 +1,8 @@
 // convert.h — typed strided gather/scatter between tensors and fp32 work buffers, for the CPU
 // backend. The element type is resolved once per row (a table of function pointers), so the
-// inner loops are branch-free; unit strides of more than a few elements take the SIMD build's
-// conversions (simd.h), which round the same way.
+// inner loops are branch-free; runs of more than a few elements take the SIMD build's conversions
+// (simd.h), which round the same way: unit strides directly, 16-bit elements at other strides
+// through a small buffer.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -73,10 +73,10 @@ void fwd_time_major(const FwdProblem& p) {
   const bool seq = p.seq_idx.present(), unit = p.x.strides[2] == 1 && p.out.strides[2] == 1;
   const int64_t es = dtype_size(p.x_dtype);
   const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, unit ? p.batch : 0, p.seqlen);  // fused only
-  const int64_t tile = std::min(kTimeTile, p.seqlen);
-  parallel_for(rows * tiles, chunk_items(tile), [&](int64_t begin, int64_t end) {
-    std::vector<float> xin(tile + W - 1), out(tile);
-    std::vector<int> seg(seq ? tile + W - 1 : 0);
+  const int64_t tile_len = std::min(kTimeTile, p.seqlen);
+  parallel_for(rows * tiles, chunk_items(tile_len), [&](int64_t begin, int64_t end) {
+    std::vector<float> xin(tile_len + W - 1), out(tile_len);
+    std::vector<int> seg(seq ? tile_len + W - 1 : 0);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / tiles, tile = item % tiles;
       const int64_t b = row / p.dim, c = row % p.dim;

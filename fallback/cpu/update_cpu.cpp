@@ -242,7 +242,7 @@ void update_cpu(const Problem& problem) {
         const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
         // A token at a time; one token reads x and writes out in place, several through io.
-        char *xbuf = io.data(), *obuf = io.data() + p.dim * xb;
+        char *xbuf = io.data(), *obuf = tokens ? io.data() + p.dim * xb : nullptr;
         for (int64_t t = 0; t < p.seqlen; ++t) {
           const char* xt = x;
           char* ot = dst;
