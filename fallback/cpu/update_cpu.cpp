@@ -151,13 +151,15 @@ TapsFn taps_for(const UpdateProblem& p) {
                                       : taps_for<float>(p.w_dtype, p.width, decode);
 }
 
-// Whether the weights (rows of W) and the bias are contiguous along channels, and x and out too
-// (`io`).
-bool contiguous_channels(const UpdateProblem& p, bool io = true) {
+// What the SIMD decode steps need besides their state layout: up to kMaxTokenSteps tokens of a
+// dtype pair they take, state rows contiguous along time, the weights (rows of W) and the bias
+// contiguous along channels, and for one token x and out too (several copy them through buffers).
+bool decode_fits(const UpdateProblem& p) {
   const int64_t W = p.width, D = p.dim;
-  return p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
-         (!io || (steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1))) &&
-         (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+  return p.seqlen <= kMaxTokenSteps && decode_dtypes(p.x_dtype, p.w_dtype) &&
+         steps(p.conv_state.strides[2], p.state_len, 1) && p.weight.strides[1] == 1 &&
+         steps(p.weight.strides[0], D, W) && (!p.bias.present() || steps(p.bias.strides[0], D, 1)) &&
+         (p.seqlen > 1 || (steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1)));
 }
 
 // The SIMD kernel of a ring buffer's decode step (cache_seqlens, state rows contiguous along time),
@@ -165,22 +167,18 @@ bool contiguous_channels(const UpdateProblem& p, bool io = true) {
 // head advancing one slot a token.
 DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t S = p.state_len, rows = std::max<int64_t>(p.conv_state.strides[1], S) * p.dim;
-  const bool fits = p.seqlen <= kMaxTokenSteps && p.cache_seqlens.present() &&
-                    decode_dtypes(p.x_dtype, p.w_dtype) && steps(p.conv_state.strides[2], S, 1) &&
-                    rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31) && contiguous_channels(p, p.seqlen == 1);
+  const bool fits =
+      p.cache_seqlens.present() && decode_fits(p) && rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31);
   return fits ? k.decode_ring[p.width - 1] : nullptr;
 }
 
 // The SIMD kernel that shifts the state and writes out a token, or nullptr: shift mode, state rows
-// of W (Mamba's layout) or W-1 (vLLM's) contiguous elements back to back, contiguous weights and
-// bias, and for one token contiguous x and out. Up to kMaxTokenSteps tokens take it once a token,
-// in order (the same state updates and outputs), x's and out's channels copied through buffers.
+// of W (Mamba's layout) or W-1 (vLLM's) elements back to back, and decode_fits. Several tokens
+// take it once a token, in order: the same state updates and outputs as the general taps.
 DecodeRowsFn simd_decode(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, S = p.state_len, D = p.dim;
   const DecodeRowsFn f = S == W ? k.decode_rows[W - 1] : S == W - 1 ? k.decode_rows_short[W - 1] : nullptr;
-  const bool fits = p.seqlen <= kMaxTokenSteps && !p.cache_seqlens.present() && decode_dtypes(p.x_dtype, p.w_dtype) &&
-                    steps(p.conv_state.strides[2], S, 1) && steps(p.conv_state.strides[1], D, S) &&
-                    contiguous_channels(p, p.seqlen == 1);
+  const bool fits = !p.cache_seqlens.present() && decode_fits(p) && steps(p.conv_state.strides[1], D, S);
   return fits ? f : nullptr;
 }
 
