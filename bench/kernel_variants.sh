@@ -136,18 +136,15 @@ lib_variant fwd_tiles8 kernels_src/fwd_params.h "$TILES" "${TILES/= 4;/= 8;}"
 # recomputed g) and the reduction of the sums over fewer steps.
 CHSEG='constexpr int kBwdMinChannelSegment = 64;'
 lib_variant bwd_chseg256 kernels_src/bwd_params.h "$CHSEG" "${CHSEG/= 64;/= 256;}"
-# Channel-first rows under 40 steps (of 16 channels or more) on the channel paths, forward and
-# backward, as the cpu backend's tilings since 2026-12-05 (ConvProblem's time_major is x's
-# layout; the GPU planners follow it). The time paths give such a row a warp (TIME_VEC) or a
-# block (TIME), most of whose lanes then idle. An estimate: a row of 8 steps costs a few hundred
-# warp instructions of setup and one step for its 8 outputs, where the channel paths give a lane
-# a channel (about 30 instructions an output, 32 outputs a warp instruction). Timed on the
-# benchmarks' short-row shape (64, 4096, 8). The emulator (checking mode) matched the float64
-# reference on 240 such configurations with this edit (2026-12-05).
-FROUTE='  if (pr.time_major) {'
-BROUTE='  if (p.time_major) {'
-lib_variant short_rows runtime/src/ops/fwd/fwd_plan.cpp "$FROUTE" '  if (pr.time_major && (pr.seqlen >= 40 || pr.dim < 16)) {' \
-  runtime/src/ops/bwd/bwd_plan.cpp "$BROUTE" '  if (p.time_major && (p.seqlen >= 40 || p.dim < 16)) {'
+# Channel-first rows under 40 steps (of 16 channels or more) walk channels on every backend since
+# 2026-12-05 (ConvProblem::time_major, conv_inputs.h), as the cpu backend measured; on the GPU
+# that rests on an estimate: the time paths give such a row a warp (TIME_VEC) or a block (TIME),
+# most of whose lanes idle, and a row of 8 steps costs a few hundred warp instructions of setup
+# and one step for its 8 outputs, where the channel paths give a lane a channel (about 30
+# instructions an output, 32 outputs a warp instruction). `time_short_rows` restores the walk
+# along time, for the measurement: timed on the benchmarks' short-row shape (64, 4096, 8).
+ROUTE='time_major = rows_along_time && (seqlen >= kMinTimeMajorLen || dim < kMinChannelMajorDim);'
+lib_variant time_short_rows runtime/src/ops/conv_inputs.h "$ROUTE" 'time_major = rows_along_time;'
 if ((!libs)) && [ -n "${2:-}" ]; then
   cp -r "$2" "$out/base"
   echo base

@@ -118,3 +118,38 @@ TEST_CASE("emulate: channel-last seq_idx rows take CHANNEL_VEC_SEQ where the til
                CC1D_BACKEND_EMULATE);
   CHECK(launches(cc1d::kBwdLayoutChannelSeq) == walk + 1);  // dim 20: not
 }
+
+// Channel-first rows under kMinTimeMajorLen steps (and at least kMinChannelMajorDim channels)
+// walk channels (ConvProblem::time_major): contiguous, padded and strided rows, rows of one step
+// (channel stride 1: the tiles), with every option and with seq_idx; 40 steps walk time.
+TEST_CASE("emulate: short channel-first rows take the channel layouts") {
+  setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
+  std::mt19937 rng = test_rng(831);
+  auto launches = [](int layout) {
+    return emu_launches(cc1d::bwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 3, layout));
+  };
+  auto channel_runs = [&] {
+    uint64_t n = 0;
+    for (int layout = 0; layout < cc1d::kBwdNumLayouts; ++layout)
+      if (cc1d::bwd_channel_layout(layout)) n += launches(layout);
+    return n;
+  };
+  const int64_t short_len = cc1d::kMinTimeMajorLen - 1, dim = cc1d::kMinChannelMajorDim + 8;
+  int runs = 0;
+  const uint64_t before = channel_runs();
+  for (Layout layout : {Layout::ChannelFirst, Layout::Padded, Layout::View})
+    for (int64_t L : {int64_t{1}, int64_t{5}, short_len}) {
+      BwdCase all{CC1D_BFLOAT16, CC1D_FLOAT32, 3, layout, 3, dim, L, true, true, false, true, true};
+      all.deterministic = L == 5;
+      run_bwd_case(all, rng, CC1D_BACKEND_EMULATE);
+      run_bwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 3, layout, 2, dim, L, true, true, true, true, true}, rng,
+                   CC1D_BACKEND_EMULATE);
+      runs += 2;
+    }
+  CHECK(channel_runs() == before + runs);
+  const uint64_t vec = launches(cc1d::kBwdLayoutTimeVec);
+  run_bwd_case({CC1D_BFLOAT16, CC1D_FLOAT32, 3, Layout::ChannelFirst, 2, dim, short_len + 1, true, true, false, true,
+                true},
+               rng, CC1D_BACKEND_EMULATE);
+  CHECK(launches(cc1d::kBwdLayoutTimeVec) == vec + 1);
+}

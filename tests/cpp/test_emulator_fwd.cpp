@@ -113,3 +113,30 @@ TEST_CASE("emulate: channel-last seq_idx rows take CHANNEL_VEC_SEQ where the vec
   run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 4, Layout::ChannelLast, 1, 20, 90, true, true, true, false, false}, rng);
   CHECK(launches(cc1d::kFwdPathChannelSeq) == generic + 1);  // dim 20: not
 }
+
+// Channel-first rows under kMinTimeMajorLen steps (and at least kMinChannelMajorDim channels)
+// walk channels (ConvProblem::time_major): contiguous, padded and strided rows, rows of one step
+// (channel stride 1: the vector path), with every option and with seq_idx; 40 steps walk time.
+TEST_CASE("emulate: short channel-first rows take the channel paths") {
+  std::mt19937 rng = cc1d_test::test_rng(113);
+  auto launches = [](int path) { return emu_launches(cc1d::fwd_kernel_name(CC1D_BFLOAT16, CC1D_FLOAT32, 3, path)); };
+  auto channel_runs = [&] {
+    return launches(cc1d::kFwdPathChannel) + launches(cc1d::kFwdPathChannelSeq) +
+           launches(cc1d::kFwdPathChannelVec) + launches(cc1d::kFwdPathChannelVecSilu) +
+           launches(cc1d::kFwdPathChannelVecSeq);
+  };
+  const int64_t short_len = cc1d::kMinTimeMajorLen - 1, dim = cc1d::kMinChannelMajorDim + 8;
+  int runs = 0;
+  const uint64_t before = channel_runs();
+  for (Layout layout : {Layout::ChannelFirst, Layout::Padded, Layout::View})
+    for (int64_t L : {int64_t{1}, int64_t{5}, short_len}) {
+      run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 3, layout, 3, dim, L, true, true, false, true, true}, rng);
+      run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 3, layout, 2, dim, L, true, false, true, true, true}, rng);
+      runs += 2;
+    }
+  CHECK(channel_runs() == before + runs);
+  const uint64_t vec = launches(cc1d::kFwdPathTimeVecSilu);
+  run_case({CC1D_BFLOAT16, CC1D_FLOAT32, 3, Layout::ChannelFirst, 2, dim, short_len + 1, true, true, false, true, true},
+           rng);
+  CHECK(launches(cc1d::kFwdPathTimeVecSilu) == vec + 1);
+}

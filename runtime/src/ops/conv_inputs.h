@@ -17,14 +17,27 @@ enum ConvSym { kConvBatch, kConvDim, kConvSeqlen, kConvWidth, kConvSymCount };
 inline constexpr SymbolSpec kConvSyms[kConvSymCount] = {{"batch"}, {"dim"}, {"seqlen", 1}, {"width", 1, CC1D_MAX_WIDTH}};
 enum ConvRow { kConvX, kConvWeight, kConvBias, kConvSeqIdx, kConvInit };
 
+// Channel-first rows shorter than this, of at least kMinChannelMajorDim channels, are walked
+// along channels: a walk along time pays a fixed cost a row (the cpu backend a tile's setup, the
+// GPU's time paths a warp or a block of which a row of 8 steps keeps one lane busy), which only
+// a long row amortises. Measured on the cpu backend (bf16, two threads, Zen 4 VM, 2026-12-05),
+// time-major against channel-major, ns an element: 4 steps forward 6.9 against 1.1-1.2, backward
+// 21 against 2.0-2.4; 24 steps 1.9-3.7 against 1.2-1.4 and 5.5-6.3 against 1.6-2.0; 40 steps 1.2
+// against 1.2-1.5 and 3.6-4.1 against 1.5-2.4; 64 steps 0.5-0.8 against 1.3-1.4 and 1.8-2.0
+// against 1.7-2.5. On the GPU, unmeasured (bench/RESULTS.md, "Short rows on the GPU").
+constexpr int64_t kMinTimeMajorLen = 40;
+// Problems narrower than this keep time-major: a channel walk would leave most lanes idle. (The
+// cpu backend also walks narrow channel-last rows along time: fallback/cpu/tiling.h.)
+constexpr int64_t kMinChannelMajorDim = 16;
+
 struct ConvProblem : Problem {
   int64_t batch = 0, dim = 0, seqlen = 0;
   int width = 0;
   bool silu = false;
   cc1d_dtype x_dtype = CC1D_FLOAT32;  // also out, states and the gradients of x-shaped tensors
   cc1d_dtype w_dtype = CC1D_FLOAT32;  // also bias, dweight and dbias
-  // Walk time (channel-first) or channels (channel-last): decided once here, from x's strides,
-  // and followed by every backend of both ops.
+  // Walk time or channels: decided once here, from x's strides and sizes, and followed by every
+  // backend of both ops (the cpu backend adds a rule for narrow channel-last rows).
   bool time_major = true;
   TensorRef x, weight, bias, seq_idx, initial_states;  // absent: !given
 
@@ -43,8 +56,10 @@ struct ConvProblem : Problem {
     initial_states = b.t[kConvInit];
     x_dtype = x.dtype;
     w_dtype = weight.dtype;
-    // The axis with the smaller stride is walked by adjacent threads / vector lanes.
-    time_major = dim == 1 || (seqlen > 1 && x.strides[2] <= x.strides[1]);
+    // The axis with the smaller stride is walked by adjacent threads / vector lanes, unless the
+    // rows along time are short (kMinTimeMajorLen).
+    const bool rows_along_time = dim == 1 || (seqlen > 1 && x.strides[2] <= x.strides[1]);
+    time_major = rows_along_time && (seqlen >= kMinTimeMajorLen || dim < kMinChannelMajorDim);
   }
 };
 
