@@ -11,7 +11,7 @@ threads, scaled to those three tensors' bytes. Ours and the baseline are timed w
 buffers in fresh pages and in reused memory, as in cpu_fwd.py (glibc's mallopt; see there why);
 the other columns with memory reused. Prints a markdown table for bench/RESULTS.md.
 
-    ~/.cache/causal-conv1d/venv/bin/python bench/cpu_bwd.py [--quick]
+    ~/.cache/causal-conv1d/venv/bin/python bench/cpu_bwd.py [--quick] [--shape B,D,L ...]
 """
 import argparse
 import os
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d import causal_conv1d_fn
-from cpu_fwd import allocator, median_time, packed_seq_idx  # same folder: the forward's rules
+from cpu_fwd import allocator, median_time, packed_seq_idx, shape_args  # same folder: the forward's rules
 
 
 def baseline(x, w, b):
@@ -37,11 +37,9 @@ def backward_time(forward, x, w, b, dout, reps, mode="reused"):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer repetitions")
+    shapes_of = shape_args(ap)
     args = ap.parse_args()
-    shapes = [(4, 2048, 2048), (1, 4096, 8192), (8, 1024, 1024)]
-    if args.quick:
-        shapes = [(2, 512, 1024)]
+    shapes = shapes_of(args)
     reps = 3 if args.quick else 5
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads)\n")

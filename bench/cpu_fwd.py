@@ -18,7 +18,7 @@ beat that baseline by. Prints a markdown table for bench/RESULTS.md, with the ma
 before and after.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
-        ~/.cache/causal-conv1d/venv/bin/python bench/cpu_fwd.py [--quick] [--reps N]
+        ~/.cache/causal-conv1d/venv/bin/python bench/cpu_fwd.py [--quick] [--reps N] [--shape B,D,L ...]
 """
 import argparse
 import ctypes
@@ -74,14 +74,22 @@ def baseline(x, w, b):
     return F.silu(y)
 
 
+def shape_args(ap):
+    """--quick and --shape, as the CPU benchmarks take them; returns a function of the parsed
+    arguments giving the shapes to run."""
+    ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer repetitions")
+    ap.add_argument("--shape", action="append", metavar="B,D,L", type=lambda s: tuple(int(v) for v in s.split(",")),
+                    help="run this shape instead of the defaults (repeatable)")
+    return lambda args: args.shape or ([(2, 512, 1024)] if args.quick else [(4, 2048, 2048), (1, 4096, 8192),
+                                                                             (8, 1024, 1024)])
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer repetitions")
+    shapes_of = shape_args(ap)
     ap.add_argument("--reps", type=int, default=0, help="repetitions per figure (median)")
     args = ap.parse_args()
-    shapes = [(4, 2048, 2048), (1, 4096, 8192), (8, 1024, 1024)]
-    if args.quick:
-        shapes = [(2, 512, 1024)]
+    shapes = shapes_of(args)
     reps = args.reps or (3 if args.quick else 11)
     lib = _lib.library()
     cpu = lib.report().get("backends", {}).get("cpu", {})

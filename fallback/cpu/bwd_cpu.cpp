@@ -281,8 +281,6 @@ int64_t chan_tile(const BwdProblem& p, const Sums& sums) {
 template <int W>
 void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std::vector<int64_t>* starts,
                   TileBuffers& buf) {
-  const GatherFn gx = gather_fn(p.x_dtype);
-  const ScatterFn sx = scatter_fn(p.x_dtype);
   std::vector<float>&w = buf.w, &bias = buf.bias, &x = buf.x, &z = buf.z, &g = buf.g, &carry = buf.carry;
   std::vector<float>&dw = buf.dw, &db = buf.db, &a = buf.a;
   std::fill(carry.begin(), carry.end(), 0.f);
@@ -291,7 +289,8 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
   const SimdKernels& k = simd();
   for (int64_t t0 = (p.seqlen - 1) / kCLTimeTile * kCLTimeTile; t0 >= 0; t0 -= kCLTimeTile) {
     const int64_t nt = std::min(kCLTimeTile, p.seqlen - t0);
-    for (int64_t j = 0; j < nt + W - 1; ++j) x_step(p, b, t0 - (W - 1) + j, c0, nc, &x[j * nc]);
+    x_steps(p, b, t0 - (W - 1), nt + W - 1, c0, nc, x.data());
+    get_steps(p.dout, p.x_dtype, b, t0, nt, c0, nc, g.data());
     // The tile's runs (one without seq_idx), as offsets from t0: x row j is time t0-(W-1)+j, g
     // row i time t0+i. A tile of short runs takes the plain loops.
     const TileRuns tr(starts, t0, nt);
@@ -309,7 +308,6 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
         std::fill(gi, gi + nc, 0.f);
         continue;
       }
-      gx(p.dout.data, b * p.dout.strides[0] + c0 * p.dout.strides[1] + t * p.dout.strides[2], p.dout.strides[1], nc, gi);
       if (!p.silu || fused) continue;
       std::copy(bias.begin(), bias.begin() + nc, z.begin());
       for (int kk = 0; kk < W; ++kk) {
@@ -337,29 +335,32 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
                                false, &z[r0 * nc], nc, r1 - r0, nc);
       });
     }
-    // dx at t0+i for i in [0, nt), and in the first tile dinitial_states at -(W-1)..-1.
-    for (int64_t i = nt - 1; i >= (t0 == 0 ? -(W - 1) : 0); --i) {
+    // dx at t0+i for i in [0, nt) (dx_tile: the tile's rows of z, written at once), and in the
+    // first tile dinitial_states at -(W-1)..-1.
+    const auto add_dfinal = [&](int64_t s, float* row) {
+      if (p.dfinal_states.present() && s >= p.seqlen - (W - 1))
+        for (int64_t q = 0; q < nc; ++q) row[q] += dfinal_at(p, b, c0 + q, s);
+    };
+    if (dx_tile) {
+      for (int64_t i = 0; i < nt; ++i) add_dfinal(t0 + i, &z[i * nc]);
+      put_steps(p.dx, p.x_dtype, b, t0, nt, c0, nc, z.data());
+    }
+    for (int64_t i = dx_tile ? -1 : nt - 1; i >= (t0 == 0 ? -(W - 1) : 0); --i) {
       const int64_t s = t0 + i;
       if (s >= 0 ? !p.dx.present() : !p.dinitial_states.present()) continue;
-      float* ai = a.data();
-      if (dx_tile && s >= 0) {
-        ai = &z[i * nc];
-      } else {
-        const int cur = seq(s);
-        std::fill(a.begin(), a.begin() + nc, 0.f);
-        for (int kk = 0; kk < W; ++kk) {
-          const int64_t r = i + W - 1 - kk;  // the output this tap feeds
-          if (r < 0 || seq(t0 + r) != cur) continue;
-          const float *gr = &g[r * nc], *wr = &w[kk * nc];
-          for (int64_t q = 0; q < nc; ++q) a[q] += wr[q] * gr[q];
-        }
+      const int cur = seq(s);
+      std::fill(a.begin(), a.begin() + nc, 0.f);
+      for (int kk = 0; kk < W; ++kk) {
+        const int64_t r = i + W - 1 - kk;  // the output this tap feeds
+        if (r < 0 || seq(t0 + r) != cur) continue;
+        const float *gr = &g[r * nc], *wr = &w[kk * nc];
+        for (int64_t q = 0; q < nc; ++q) a[q] += wr[q] * gr[q];
       }
-      if (p.dfinal_states.present() && s >= p.seqlen - (W - 1))
-        for (int64_t q = 0; q < nc; ++q) ai[q] += dfinal_at(p, b, c0 + q, s);
+      add_dfinal(s, a.data());
       if (s >= 0)
-        sx(p.dx.data, b * p.dx.strides[0] + c0 * p.dx.strides[1] + s * p.dx.strides[2], p.dx.strides[1], nc, ai);
+        put_steps(p.dx, p.x_dtype, b, s, 1, c0, nc, a.data());
       else
-        for (int64_t q = 0; q < nc; ++q) store_dinit(p, b, c0 + q, static_cast<int>(s + W - 1), ai[q]);
+        for (int64_t q = 0; q < nc; ++q) store_dinit(p, b, c0 + q, static_cast<int>(s + W - 1), a[q]);
     }
     if (fused)
       each_run([&](int64_t r0, int64_t r1, int cur) {

@@ -117,7 +117,7 @@ void fwd_time_major(const FwdProblem& p) {
 
 // The W-1 steps before t0 of channels [c0, c0+nc) as floats (x, initial states or zeros).
 void stage_halo(const FwdProblem& p, int64_t b, int64_t t0, int64_t c0, int64_t nc, float* halo) {
-  for (int i = 0; i < p.width - 1; ++i) x_step(p, b, t0 - (p.width - 1) + i, c0, nc, halo + i * nc);
+  x_steps(p, b, t0 - (p.width - 1), p.width - 1, c0, nc, halo);
 }
 
 // Channel-major tiles of strided channels (channel-first short rows, strided views) or of short
@@ -127,35 +127,26 @@ void stage_halo(const FwdProblem& p, int64_t b, int64_t t0, int64_t c0, int64_t 
 void cl_tile_generic(const FwdProblem& p, const SimdKernels& k, int64_t b, int64_t t0, int64_t nt, int64_t c0,
                      int64_t nc, std::vector<float>& xin, std::vector<float>& o, const float* wt, const float* bias) {
   const int W = p.width;
-  const GatherFn gx = gather_fn(p.x_dtype);
-  stage_halo(p, b, t0, c0, nc, xin.data());
-  for (int64_t i = 0; i < nt; ++i)
-    gx(p.x.data, b * p.x.strides[0] + c0 * p.x.strides[1] + (t0 + i) * p.x.strides[2], p.x.strides[1], nc,
-       &xin[(W - 1 + i) * nc]);
-  const ScatterFn sx = scatter_fn(p.x_dtype);
-  const auto store = [&](int64_t t, const float* row) {
-    sx(p.out.data, b * p.out.strides[0] + c0 * p.out.strides[1] + (t0 + t) * p.out.strides[2], p.out.strides[1], nc,
-       row);
-  };
+  x_steps(p, b, t0 - (W - 1), nt + W - 1, c0, nc, xin.data());
   o.resize(nt * nc);
   if (!p.seq_idx.present()) {
     k.conv_channels[W - 1](CC1D_FLOAT32, &xin[(W - 1) * nc], nc, xin.data(), wt, bias, p.silu, o.data(), nc, nt, nc);
-    for (int64_t t = 0; t < nt; ++t) store(t, &o[t * nc]);
-    return;
-  }
-  for (int64_t t = 0; t < nt; ++t) {
-    const int cur = seq_at(p, b, t0 + t);
-    std::copy(bias, bias + nc, o.begin());
-    for (int kk = 0; kk < W; ++kk) {
-      if (seq_at(p, b, t0 + t - (W - 1) + kk) != cur) continue;
-      const float* xr = &xin[(t + kk) * nc];
-      const float* wr = &wt[kk * nc];
-      for (int64_t j = 0; j < nc; ++j) o[j] += wr[j] * xr[j];
+  } else {
+    for (int64_t t = 0; t < nt; ++t) {
+      float* ot = &o[t * nc];
+      const int cur = seq_at(p, b, t0 + t);
+      std::copy(bias, bias + nc, ot);
+      for (int kk = 0; kk < W; ++kk) {
+        if (seq_at(p, b, t0 + t - (W - 1) + kk) != cur) continue;
+        const float* xr = &xin[(t + kk) * nc];
+        const float* wr = &wt[kk * nc];
+        for (int64_t j = 0; j < nc; ++j) ot[j] += wr[j] * xr[j];
+      }
+      if (p.silu) k.silu_inplace(ot, nc);
+      if (cur < 0) std::fill(ot, ot + nc, 0.f);  // a padding token
     }
-    if (p.silu) k.silu_inplace(o.data(), nc);
-    if (cur < 0) std::fill(o.begin(), o.begin() + nc, 0.f);  // a padding token
-    store(t, o.data());
   }
+  put_steps(p.out, p.x_dtype, b, t0, nt, c0, nc, o.data());
 }
 
 void fwd_channel_major(const FwdProblem& p) {

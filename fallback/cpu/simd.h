@@ -1,5 +1,5 @@
-// simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc and
-// simd_decode.inc), built once per instruction set (simd_base.cpp: the compiler's baseline,
+// simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc,
+// simd_decode.inc and simd_transpose.inc), built once per instruction set (simd_base.cpp: the compiler's baseline,
 // SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C; simd_avx512.cpp: AVX-512
 // F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion; simd_neon_bf16.cpp:
 // AArch64's baseline plus FEAT_BF16's conversion) and chosen once at run time from the CPU's
@@ -62,6 +62,12 @@ struct SimdKernels {
   const DecodeRingFn* decode_ring;
   void (*to_f32)(int dtype, const void* src, float* dst, long long n);
   void (*from_f32)(int dtype, const float* src, void* dst, long long n);
+  // Tiles of channel-first rows (simd_transpose.inc): n rows of m contiguous elements in dtype,
+  // row i at element i * rs, to floats transposed, dst[j * ds + i] = row i's element j; and back,
+  // row i's element j from src[j * ss + i]. The same bits as to_f32 and from_f32.
+  void (*rows_to_f32_t)(int dtype, const void* src, long long rs, long long n, long long m, float* dst, long long ds);
+  void (*rows_from_f32_t)(int dtype, const float* src, long long ss, long long n, long long m, void* dst,
+                          long long rs);
   void (*silu_inplace)(float* v, long long n);
   // g[i] *= silu'(z[i]): the backward through silu.
   void (*mul_silu_grad)(const float* z, float* g, long long n);

@@ -63,6 +63,21 @@ TEST_CASE("bwd cpu: channel-last in several channel tiles (a partial one last)")
                  CC1D_BACKEND_CPU);
 }
 
+TEST_CASE("bwd cpu: channel-first short rows (channel-major tiles; runs of 6 steps or more transposed)") {
+  // 53 channels: three whole blocks of 16 and a partial one; 5 steps stay below the transposes.
+  std::mt19937 rng = test_rng(807);
+  int i = 0;
+  for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+    for (int64_t L : {5, 6, 21, 39})
+      for (Layout layout : {Layout::ChannelFirst, Layout::View}) {
+        const int width = 2 + i % 3;
+        BwdCase c{xdt, CC1D_FLOAT32, width, layout, 2, 53, L, i % 2 == 0, i % 3 != 1, i % 4 == 3, i % 4 != 3, true};
+        c.dx = i % 5 != 4;
+        run_bwd_case(c, rng, CC1D_BACKEND_CPU);
+        ++i;
+      }
+}
+
 TEST_CASE("bwd cpu: seq_idx with long segments (fused passes per run) and short ones (plain loops)") {
   // Padding runs and ids that resume after them are in every row (random_segments).
   std::mt19937 rng = test_rng(806);

@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "fallback/cpu/simd.h"
@@ -124,6 +125,46 @@ TEST_CASE("every SIMD build: bf16 and fp16 conversions round like the kernels' (
   }
 }
 
+// Channel-first short rows' tiles (x_rows.h's x_steps and put_steps): rows of m elements turned
+// into rows of n floats and back, with partial blocks both ways, rows and outputs with gaps (which
+// must stay untouched) and any bits (NaNs, infinities, subnormals), against to_f32 and from_f32 of
+// the same build bit for bit.
+TEST_CASE("every SIMD build: the transposes move every element as to_f32 and from_f32 convert it") {
+  std::mt19937 rng = test_rng(205);
+  std::uniform_int_distribution<uint32_t> any;
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    const long long L = k->width;
+    for (int dt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (auto [n, m] : {std::pair<long long, long long>{1, 1}, {3, 8}, {L, L}, {L + 3, 2 * L + 5}, {2 * L + 1, 3}}) {
+        INFO("dtype " << dt << " n " << n << " m " << m);
+        const size_t es = dt == CC1D_FLOAT32 ? 4 : 2;
+        const long long rs = m + 3, ds = n + 2;  // gaps after each row and each output row
+        std::vector<unsigned char> src(n * rs * es);
+        for (auto& byte : src) byte = static_cast<unsigned char>(any(rng));
+        std::vector<float> dst(m * ds, 12345.f);
+        k->rows_to_f32_t(dt, src.data(), rs, n, m, dst.data(), ds);
+        std::vector<float> row(m);
+        for (long long i = 0; i < n; ++i) {
+          k->to_f32(dt, src.data() + i * rs * es, row.data(), m);
+          for (long long j = 0; j < m; ++j) REQUIRE(std::memcmp(&dst[j * ds + i], &row[j], 4) == 0);
+        }
+        for (long long j = 0; j < m; ++j)
+          for (long long i = n; i < ds; ++i) REQUIRE(dst[j * ds + i] == 12345.f);
+        // And back, into rows whose gaps hold a pattern.
+        std::vector<unsigned char> back(n * rs * es, 0xa5);
+        k->rows_from_f32_t(dt, dst.data(), ds, n, m, back.data(), rs);
+        std::vector<unsigned char> want(m * es);
+        for (long long i = 0; i < n; ++i) {
+          for (long long j = 0; j < m; ++j) row[j] = dst[j * ds + i];
+          k->from_f32(dt, row.data(), want.data(), m);
+          REQUIRE(std::memcmp(back.data() + i * rs * es, want.data(), m * es) == 0);
+          for (size_t g = m * es; g < rs * es; ++g) REQUIRE(back[i * rs * es + g] == 0xa5);
+        }
+      }
+  }
+}
+
 TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every lane (out = x)") {
   // Width 1, weight 1, no bias: each output is its input, so a store path that reads subnormals
   // as zero (vcvtneps2bf16's) fails wherever one lands, in either vector of a pair.
@@ -160,11 +201,12 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
     REQUIRE(std::string(cc1d::simd().name) == k->name);
     // Channel-last 149 channels, channel-first 317 steps: groups of by_vectors (8 or 4 vectors),
     // single vectors and a partial one on every build (channel-first rows take 53 channels: more
-    // would add rows, not paths); 3 steps: a partial vector only.
+    // would add rows, not paths); 3 steps: a partial vector only; channel-first rows of 21 steps
+    // (channel-major, through the transposes).
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
       for (int width : {1, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
-          for (int64_t L : {int64_t(3), int64_t(317)}) {
+          for (int64_t L : {int64_t(3), int64_t(21), int64_t(317)}) {
             const int64_t D = layout == Layout::ChannelFirst ? 53 : 149;
             run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, D, L, true, true, false, width != 4, true}, rng,
                          CC1D_BACKEND_CPU);
