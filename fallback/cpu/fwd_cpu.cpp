@@ -115,11 +115,6 @@ void fwd_time_major(const FwdProblem& p) {
   });
 }
 
-// The W-1 steps before t0 of channels [c0, c0+nc) as floats (x, initial states or zeros).
-void stage_halo(const FwdProblem& p, int64_t b, int64_t t0, int64_t c0, int64_t nc, float* halo) {
-  x_steps(p, b, t0 - (p.width - 1), p.width - 1, c0, nc, halo);
-}
-
 // Channel-major tiles of strided channels (channel-first short rows, strided views) or of short
 // seq_idx runs: the (time x channels) tile gathered into floats (xin), computed into o, then
 // scattered: without seq_idx by the forward's fused SIMD pass over floats, with seq_idx by taps
@@ -191,7 +186,7 @@ void fwd_channel_major(const FwdProblem& p) {
             for (int64_t t = r0; t < r1; ++t) std::fill(o0 + t * os * es, o0 + (t * os + nc) * es, char(0));
             return;
           }
-          stage_halo(p, b, r0, c0, nc, xin.data());
+          x_steps(p, b, r0 - (W - 1), W - 1, c0, nc, xin.data());  // the history, as floats
           for (int i = 0; i < W - 1; ++i)
             if (!same_segment(p, b, r0 - (W - 1) + i, r0)) std::fill(&xin[i * nc], &xin[(i + 1) * nc], 0.f);
           k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt, bias, p.silu, o0 + r0 * os * es,
