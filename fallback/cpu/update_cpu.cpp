@@ -11,6 +11,7 @@
 // duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "fallback/cpu/convert.h"
@@ -41,34 +42,62 @@ int64_t window_pos(bool circular, int64_t head, int64_t sl, int W, int i) {
   return at < 0 ? at + sl : at;
 }
 
+// The taps as floats, tap k of every channel at w[k * dim], and the bias (zeros without one),
+// through the SIMD conversions: once a call. Converted a channel and a tap at a time (a scalar
+// fp16 conversion each), they took most of an fp16 step: 6.4-7.2 ns a channel at batch 64,
+// against bf16's 2.4.
+struct StagedTaps {
+  std::vector<float> w, bias;
+  StagedTaps() = default;  // none: the SIMD steps read the taps themselves
+  explicit StagedTaps(const UpdateProblem& p) : w(p.width * p.dim), bias(p.dim, 0.f) {
+    const GatherFn g = gather_fn(p.w_dtype);
+    for (int k = 0; k < p.width; ++k)
+      g(p.weight.data, k * p.weight.strides[1], p.weight.strides[0], p.dim, &w[k * p.dim]);
+    if (p.bias.present()) g(p.bias.data, 0, p.bias.strides[0], p.dim, bias.data());
+  }
+};
+
 // A decode step (one token) on state rows that are contiguous along time, of any state_len and
 // in either mode, for channels [c0, c1) of batch row b with state row `row`: the taps into acc,
-// then the state update, in two passes. The first reads each channel's window where it sits in
-// its row (W-1 positions shared by the row's channels) and stores only acc: a tight loop; the
-// second shifts a block of back-to-back rows by one element with one memmove and puts x at each
-// row's end, or writes x at the ring's head. What no SIMD decode kernel takes comes here: longer
-// states in shift mode, widths 3 and 5-7, strided layouts, and the ring on the baseline build.
-// The general taps below took 40-44 us for 4096 bf16 channels at width 4 and state_len 5; this
-// takes 21.
-template <typename TX, typename TW, int W>
-void decode_step(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row, int64_t cache, float* acc) {
-  const int64_t sl = p.state_len, cs = p.conv_state.strides[1], ws = p.weight.strides[0], wk = p.weight.strides[1];
-  const int64_t xs = p.x.strides[1], bs = p.bias.present() ? p.bias.strides[0] : 0;
+// then the state update, in two passes. The first, in fp16, takes the window a column at a time
+// (input i of every channel, where it sits in its row, then x), each gathered into floats by the
+// SIMD conversions; in bf16 and fp32 (a shift or nothing to convert) a channel at a time, as
+// columns lost 1.3x in fp32. The second shifts a block of back-to-back rows by one element with
+// one memmove and puts x at each row's end, or writes x at the ring's head. What no SIMD decode
+// kernel takes comes here: longer states in shift mode, widths 3 and 5-7, strided layouts, and
+// the ring on the baseline build. The general taps below took 40-44 us for 4096 bf16 channels at
+// width 4 and state_len 5; this takes 21.
+template <typename TX, int W>
+void decode_step(const UpdateProblem& p, const StagedTaps& taps, int64_t b, int64_t c0, int64_t c1, int64_t row,
+                 int64_t cache, float* acc) {
+  const int64_t sl = p.state_len, cs = p.conv_state.strides[1], xs = p.x.strides[1];
   const bool circular = p.cache_seqlens.present();
   const int64_t head = circular ? cache % sl : 0;
-  int64_t pos[W];  // the window's W-1 state positions, in the row
-  for (int i = 0; i < W - 1; ++i) pos[i] = window_pos(circular, head, sl, W, i);
   TX* const state = static_cast<TX*>(p.conv_state.data) + row * p.conv_state.strides[0] + c0 * cs;
   const TX* __restrict x = static_cast<const TX*>(p.x.data) + b * p.x.strides[0] + c0 * xs;
-  const TW* __restrict w = static_cast<const TW*>(p.weight.data) + c0 * ws;
-  const TW* __restrict bias = p.bias.present() ? static_cast<const TW*>(p.bias.data) + c0 * bs : nullptr;
   const int64_t n = c1 - c0;
-  {
+  const float *w0 = &taps.w[c0], *bias = &taps.bias[c0];  // tap k at w0[k * D]
+  const int64_t D = p.dim;
+  int64_t pos[W];  // the window's W-1 state positions, in the row
+  for (int i = 0; i < W - 1; ++i) pos[i] = window_pos(circular, head, sl, W, i);
+  if constexpr (std::is_same<TX, half_t>::value) {
+    const GatherFn gx = gather_fn(p.x_dtype);
+    float col[kChannelRun];
+    std::copy(bias, bias + n, acc);
+    for (int i = 0; i < W; ++i) {
+      if (i < W - 1)
+        gx(state, pos[i], cs, n, col);
+      else
+        gx(x, 0, xs, n, col);
+      const float* w = w0 + i * D;
+      for (int64_t c = 0; c < n; ++c) acc[c] += w[c] * col[c];
+    }
+  } else {
     const TX* __restrict s = state;
     for (int64_t c = 0; c < n; ++c) {
-      float a = bias ? to_float(bias[c * bs]) : 0.f;
-      for (int k = 0; k < W - 1; ++k) a += to_float(w[c * ws + k * wk]) * to_float(s[c * cs + pos[k]]);
-      acc[c] = a + to_float(w[c * ws + (W - 1) * wk]) * to_float(x[c * xs]);
+      float a = bias[c];
+      for (int k = 0; k < W - 1; ++k) a += w0[k * D + c] * to_float(s[c * cs + pos[k]]);
+      acc[c] = a + w0[(W - 1) * D + c] * to_float(x[c * xs]);
     }
   }
   // The state takes x's elements unconverted (same type).
@@ -86,24 +115,23 @@ void decode_step(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int6
 }
 
 // Taps of channels [c0, c1) of batch row b with state row `row` into acc ((c1-c0) x seqlen,
-// channel-major), and the state updated, for any seqlen and strides; TX: x/state type, TW:
-// weight/bias type. The width is a template argument, so the window lives in registers.
-template <typename TX, typename TW, int W>
-void taps(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row, int64_t cache, float* acc) {
+// channel-major), and the state updated, for any seqlen and strides; TX: x/state type (the taps
+// converted once, StagedTaps). The width is a template argument, so the window lives in registers.
+template <typename TX, int W>
+void taps(const UpdateProblem& p, const StagedTaps& staged, int64_t b, int64_t c0, int64_t c1, int64_t row,
+          int64_t cache, float* acc) {
   const int64_t L = p.seqlen, sl = p.state_len;
-  const TensorRef &st = p.conv_state, &wt = p.weight;
+  const TensorRef& st = p.conv_state;
   const TX* x = static_cast<const TX*>(p.x.data) + b * p.x.strides[0];
   TX* state = static_cast<TX*>(st.data) + row * st.strides[0];
-  const TW* w = static_cast<const TW*>(wt.data);
-  const TW* bias = p.bias.present() ? static_cast<const TW*>(p.bias.data) : nullptr;
   const bool circular = p.cache_seqlens.present();
   const int64_t head = circular ? cache % sl : 0, ss = st.strides[2], xs = p.x.strides[2];
   int64_t wpos[W];  // where the W-1 inputs before the first new token sit in a state row
   for (int i = 0; i < W - 1; ++i) wpos[i] = window_pos(circular, head, sl, W, i) * ss;
   for (int64_t c = c0; c < c1; ++c) {
     float wk[W], win[W];
-    for (int k = 0; k < W; ++k) wk[k] = to_float(w[c * wt.strides[0] + k * wt.strides[1]]);
-    const float b0 = bias ? to_float(bias[c * p.bias.strides[0]]) : 0.f;
+    for (int k = 0; k < W; ++k) wk[k] = staged.w[k * p.dim + c];
+    const float b0 = staged.bias[c];
     TX* s = state + c * st.strides[1];
     const TX* xc = x + c * p.x.strides[1];
     for (int i = 0; i < W - 1; ++i) win[i] = to_float(s[wpos[i]]);
@@ -126,29 +154,23 @@ void taps(const UpdateProblem& p, int64_t b, int64_t c0, int64_t c1, int64_t row
   }
 }
 
-using TapsFn = void (*)(const UpdateProblem&, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
+using TapsFn = void (*)(const UpdateProblem&, const StagedTaps&, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
 
-template <typename TX, typename TW, int... Ws>
+template <typename TX, int... Ws>
 struct TapsTable {
-  static constexpr TapsFn general[] = {taps<TX, TW, Ws>...};
-  static constexpr TapsFn decode[] = {decode_step<TX, TW, Ws>...};
+  static constexpr TapsFn general[] = {taps<TX, Ws>...};
+  static constexpr TapsFn decode[] = {decode_step<TX, Ws>...};
 };
-template <typename TX, typename TW>
-TapsFn taps_for(int width, bool decode) {
-  using T = TapsTable<TX, TW, 1, 2, 3, 4, 5, 6, 7, 8>;
-  return (decode ? T::decode : T::general)[width - 1];
-}
 template <typename TX>
-TapsFn taps_for(cc1d_dtype w, int width, bool decode) {
-  return w == CC1D_FLOAT16    ? taps_for<TX, half_t>(width, decode)
-         : w == CC1D_BFLOAT16 ? taps_for<TX, bf16_t>(width, decode)
-                              : taps_for<TX, float>(width, decode);
+TapsFn taps_for(int width, bool decode) {
+  using T = TapsTable<TX, 1, 2, 3, 4, 5, 6, 7, 8>;
+  return (decode ? T::decode : T::general)[width - 1];
 }
 TapsFn taps_for(const UpdateProblem& p) {
   const bool decode = p.seqlen == 1 && steps(p.conv_state.strides[2], p.state_len, 1);
-  return p.x_dtype == CC1D_FLOAT16    ? taps_for<half_t>(p.w_dtype, p.width, decode)
-         : p.x_dtype == CC1D_BFLOAT16 ? taps_for<bf16_t>(p.w_dtype, p.width, decode)
-                                      : taps_for<float>(p.w_dtype, p.width, decode);
+  return p.x_dtype == CC1D_FLOAT16    ? taps_for<half_t>(p.width, decode)
+         : p.x_dtype == CC1D_BFLOAT16 ? taps_for<bf16_t>(p.width, decode)
+                                      : taps_for<float>(p.width, decode);
 }
 
 // What the SIMD decode steps need besides their state layout: up to kMaxTokenSteps tokens of a
@@ -210,6 +232,7 @@ void update_cpu(const Problem& problem) {
   const bool fast = simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
   const bool tokens = fast && p.seqlen > 1;  // one SIMD step a token
+  const StagedTaps staged = fast ? StagedTaps{} : StagedTaps(p);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
     std::vector<char> io(tokens ? 2 * p.dim * xb : 0);  // a token's x, then its out
@@ -264,7 +287,7 @@ void update_cpu(const Problem& problem) {
       if (row < 0) {  // a padding slot: outputs 0, state untouched
         std::fill(acc.begin(), acc.begin() + n, 0.f);
       } else {
-        run_taps(p, b, c0, c1, row, p.cache_seqlens.present() ? index_at(p.cache_seqlens, b) : 0, acc.data());
+        run_taps(p, staged, b, c0, c1, row, p.cache_seqlens.present() ? index_at(p.cache_seqlens, b) : 0, acc.data());
         if (p.silu) k.silu_inplace(acc.data(), n);
       }
       if (out_rows) {
