@@ -217,7 +217,8 @@ def packer(struct_type) -> ArgPacker:
 def fill_args(struct_type, tensors: dict, **scalars):
     """An op's argument struct packed with its tensors (name -> tensor or None; names not given
     are NULL) and its scalars by name (absent or None: 0). Pass the buffer to Library.call;
-    struct_type.from_buffer(buf) reads it back."""
+    struct_type.from_buffer(buf) reads it back. The buffer holds the tensors' data pointers, not
+    references: the caller keeps every tensor alive until the call has returned."""
     p = packer(struct_type)
     unknown = tensors.keys() - set(p.tensors)
     if unknown:
