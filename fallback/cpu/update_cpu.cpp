@@ -11,6 +11,7 @@
 // duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -43,17 +44,23 @@ int64_t window_pos(bool circular, int64_t head, int64_t sl, int W, int i) {
 }
 
 // The taps as floats, tap k of every channel at w[k * dim], and the bias (zeros without one),
-// through the SIMD conversions: once a call. Converted a channel and a tap at a time (a scalar
-// fp16 conversion each), they took most of an fp16 step: 6.4-7.2 ns a channel at batch 64,
-// against bf16's 2.4.
+// through the SIMD conversions: once a call (at batch 1, by the pool as it takes each run of
+// channels). Converted a channel and a tap at a time (a scalar fp16 conversion each), they took
+// most of an fp16 step: 6.4-7.2 ns a channel at batch 64, against bf16's 2.4.
 struct StagedTaps {
-  std::vector<float> w, bias;
+  std::unique_ptr<float[]> w, bias;
   StagedTaps() = default;  // none: the SIMD steps read the taps themselves
-  explicit StagedTaps(const UpdateProblem& p) : w(p.width * p.dim), bias(p.dim, 0.f) {
+  explicit StagedTaps(const UpdateProblem& p) : w(new float[p.width * p.dim]), bias(new float[p.dim]) {}
+  // Channels [c0, c1).
+  void fill(const UpdateProblem& p, int64_t c0, int64_t c1) {
     const GatherFn g = gather_fn(p.w_dtype);
+    const int64_t ws = p.weight.strides[0];
     for (int k = 0; k < p.width; ++k)
-      g(p.weight.data, k * p.weight.strides[1], p.weight.strides[0], p.dim, &w[k * p.dim]);
-    if (p.bias.present()) g(p.bias.data, 0, p.bias.strides[0], p.dim, bias.data());
+      g(p.weight.data, c0 * ws + k * p.weight.strides[1], ws, c1 - c0, &w[k * p.dim + c0]);
+    if (p.bias.present())
+      g(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], c1 - c0, &bias[c0]);
+    else
+      std::fill(&bias[c0], &bias[c1], 0.f);
   }
 };
 
@@ -232,7 +239,9 @@ void update_cpu(const Problem& problem) {
   const bool fast = simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
   const bool tokens = fast && p.seqlen > 1;  // one SIMD step a token
-  const StagedTaps staged = fast ? StagedTaps{} : StagedTaps(p);
+  StagedTaps staged = fast ? StagedTaps{} : StagedTaps(p);
+  const bool stage_per_run = p.batch == 1;  // each run of channels is taken once: the pool stages it
+  if (!fast && !stage_per_run) staged.fill(p, 0, p.dim);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
     std::vector<char> io(tokens ? 2 * p.dim * xb : 0);  // a token's x, then its out
@@ -287,6 +296,7 @@ void update_cpu(const Problem& problem) {
       if (row < 0) {  // a padding slot: outputs 0, state untouched
         std::fill(acc.begin(), acc.begin() + n, 0.f);
       } else {
+        if (stage_per_run) staged.fill(p, c0, c1);
         run_taps(p, staged, b, c0, c1, row, p.cache_seqlens.present() ? index_at(p.cache_seqlens, b) : 0, acc.data());
         if (p.silu) k.silu_inplace(acc.data(), n);
       }

@@ -61,6 +61,23 @@ TEST_CASE("update cpu: the decode step (one token) of every dtype pair, width, m
             }
 }
 
+TEST_CASE("update cpu: batch 1 on the general paths (the taps staged a run of channels at a time)") {
+  // At batch 1 the pool converts each run's taps as it takes the run (StagedTaps): 600 channels
+  // are a whole run and a partial one. Longer states (decode_step), channel-last states and 12
+  // tokens (taps), every dtype pair, with and without bias.
+  std::mt19937 rng = test_rng(903);
+  int i = 0;
+  for (int xdt = 0; xdt < 3; ++xdt)
+    for (int wdt = 0; wdt < 3; ++wdt)
+      for (int kind = 0; kind < 3; ++kind, ++i) {
+        const int W = 3 + i % 2;
+        const int64_t L = kind == 2 ? 12 : 1;
+        run_update_case(UpdateCase{xdt, wdt, W, 1, 600, L, W + 3, i % 4 == 1, false, kind == 1, false, i % 3 != 0,
+                                   i % 2 == 0},
+                        rng, CC1D_BACKEND_CPU);
+      }
+}
+
 TEST_CASE("update emulate: the grid against the float64 reference") {
   REQUIRE_MESSAGE(cc1d_backend_available(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU, 0) == CC1D_OK, cc1d_last_error());
   run_update_grid(CC1D_BACKEND_EMULATE);
