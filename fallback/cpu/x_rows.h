@@ -1,6 +1,6 @@
 // x_rows.h — the convolution's input as the cpu backend's forward and backward read it: x at
-// time s >= 0, the initial states (or zeros) at s < 0, an element, a step's channels or a tile
-// of steps at once; and a tile of steps written out.
+// time s >= 0, the initial states (or zeros) at s < 0, an element or a tile of steps at once;
+// and a tile of steps written out.
 #pragma once
 #include <algorithm>
 #include <cstdint>
