@@ -121,8 +121,8 @@ def main():
                 out.fill_(0)  # pages touched once, as a caller reusing a buffer would have them
                 cargs = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out),
                                        activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS["cpu"], stream=None)
-                seq = packed_seq_idx(B, L)  # alive while sargs is used: it holds the data pointer
-                sargs = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out, seq_idx=seq),
+                sargs = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, bias=b, out=out,
+                                                              seq_idx=packed_seq_idx(B, L)),
                                         activation=_lib.ACT_SILU, backend=_lib.BACKEND_IDS["cpu"], stream=None)
                 nbytes = 2 * x.numel() * x.element_size()
                 t_kernel = median_time(lambda: lib.call("cc1d_causal_conv1d_fwd", cargs), reps)

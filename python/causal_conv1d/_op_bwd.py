@@ -156,12 +156,10 @@ def _op_call(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, silu
 
     def run_lib(t, backend_id, stream):
         args = _pack.fill_args(CBwdArgs, t, backend=backend_id, stream=stream, **scalars)
-        ws = None  # held until the call returns: args holds its data pointer, not a reference
         if t["x"].is_cuda and (t["dweight"] is not None or t["dbias"] is not None):
-            ws = _workspace(t["x"], args)
-            args = _pack.fill_args(CBwdArgs, dict(t, workspace=ws), backend=backend_id, stream=stream, **scalars)
+            args = _pack.fill_args(CBwdArgs, dict(t, workspace=_workspace(t["x"], args)), backend=backend_id,
+                                   stream=stream, **scalars)
         _lib.library().call(_ENTRY, args)
-        del ws
 
     def run_aten():
         for target, g in zip(targets, ref_backward(x, weight, bias, dout, seq_idx, initial_states, dfinal_states,

@@ -217,13 +217,17 @@ def packer(struct_type) -> ArgPacker:
 def fill_args(struct_type, tensors: dict, **scalars):
     """An op's argument struct packed with its tensors (name -> tensor or None; names not given
     are NULL) and its scalars by name (absent or None: 0). Pass the buffer to Library.call;
-    struct_type.from_buffer(buf) reads it back. The buffer holds the tensors' data pointers, not
-    references: the caller keeps every tensor alive until the call has returned."""
+    struct_type.from_buffer(buf) reads it back. The buffer holds the tensors' data pointers, and
+    references to the tensors (`buf.tensors`), so a tensor made for the call lives as long as the
+    buffer: a temporary once made the packed calls read freed memory."""
     p = packer(struct_type)
     unknown = tensors.keys() - set(p.tensors)
     if unknown:
         raise KeyError(f"{struct_type.__name__} has no tensor field {', '.join(sorted(unknown))}")
-    return p.pack(tuple(tensors.get(n) for n in p.tensors), [scalars.get(n) or 0 for n in p.scalars])
+    ordered = tuple(tensors.get(n) for n in p.tensors)
+    buf = p.pack(ordered, [scalars.get(n) or 0 for n in p.scalars])
+    buf.tensors = ordered  # a ctypes array takes attributes
+    return buf
 
 
 # ---- libcc1d_pyargs ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 argument gives its status code and a message naming the argument; nothing is written then."""
 
 import ctypes
+import gc
 import json
 import logging
 import os
@@ -496,6 +497,32 @@ def test_packed_arguments_read_back_as_the_struct():
         fill_args(_op_fwd.CFwdArgs, dict(x=x.double(), weight=w, out=out))
     with pytest.raises(KeyError, match="no tensor field outt"):
         fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, outt=out))
+
+
+@pytest.mark.parametrize("packer", ["c", "python"])
+def test_packed_arguments_keep_their_tensors_alive(packer, monkeypatch):
+    """fill_args' buffer holds references to its tensors, not only their data pointers: a tensor
+    made for the call (cpu_fwd.py's seq_idx once, the backward's CUDA workspace) lives as long as
+    the buffer, on either packer."""
+    import weakref
+
+    from causal_conv1d import _op_fwd, _pack
+
+    if packer == "python":
+        monkeypatch.setattr(_pack, "_c_pack", False)
+    elif not _pack.c_packer():
+        pytest.skip(f"libcc1d_pyargs is not loaded here: {_pack.c_packer_state()}")
+    x, w = torch.randn(2, 16, 8), torch.randn(16, 4)
+    seq = torch.zeros(2, 8, dtype=torch.int32)
+    alive = weakref.ref(seq)
+    buf = _pack.fill_args(_op_fwd.CFwdArgs, dict(x=x, weight=w, out=torch.empty_like(x), seq_idx=seq))
+    del seq
+    gc.collect()
+    assert alive() is not None, "the buffer let its seq_idx go"
+    assert _op_fwd.CFwdArgs.from_buffer(buf).seq_idx.contents.data == alive().data_ptr()
+    del buf
+    gc.collect()
+    assert alive() is None, "the tensor outlived its buffer"
 
 
 def test_packed_output_laid_out_like_its_input():
