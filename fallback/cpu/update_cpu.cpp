@@ -4,9 +4,10 @@
 // contiguous elements, width 2/4/8, contiguous rows, weights in x's dtype or fp32) and of a ring
 // buffer (AVX2/AVX-512, the same cases) is one SIMD kernel per run (simd.h decode_rows,
 // decode_rows_short, decode_ring, decode_dtypes); a few tokens (speculative decoding's drafts)
-// take that kernel once a token. Otherwise the taps run per channel with the
-// element types fixed at compile time, and the activation and the conversion of the outputs run
-// vectorised over the run. Small calls stay on the calling thread: a decode step of one row is
+// take that kernel once a token. Otherwise, with the taps converted to floats once a call
+// (StagedTaps), one token takes decode_step (state rows of any strides) and several the general
+// taps, x's element type fixed at compile time; the activation and the conversion of the outputs
+// run vectorised over the run. Small calls stay on the calling thread: a decode step of one row is
 // done before a pool thread would wake. Validation has already rejected out-of-range indices,
 // duplicated indices and negative cache_seqlens for host tensors.
 #include <algorithm>
@@ -64,20 +65,21 @@ struct StagedTaps {
   }
 };
 
-// A decode step (one token) on state rows that are contiguous along time, of any state_len and
-// in either mode, for channels [c0, c1) of batch row b with state row `row`: the taps into acc,
-// then the state update, in two passes. The first, in fp16, takes the window a column at a time
-// (input i of every channel, where it sits in its row, then x), each gathered into floats by the
-// SIMD conversions; in bf16 and fp32 (a shift or nothing to convert) a channel at a time, as
-// columns lost 1.3x in fp32. The second shifts a block of back-to-back rows by one element with
-// one memmove and puts x at each row's end, or writes x at the ring's head. What no SIMD decode
-// kernel takes comes here: longer states in shift mode, widths 3 and 5-7, strided layouts, and
-// the ring on the baseline build. The general taps below took 40-44 us for 4096 bf16 channels at
-// width 4 and state_len 5; this takes 21.
+// A decode step (one token) on state rows of any strides, of any state_len and in either mode,
+// for channels [c0, c1) of batch row b with state row `row`: the taps into acc, then the state
+// update, in two passes. The first, in fp16, takes the window a column at a time (input i of
+// every channel, where it sits in its row, then x), each gathered into floats by the SIMD
+// conversions; in bf16 and fp32 (a shift or nothing to convert) a channel at a time, as columns
+// lost 1.3x in fp32. The second shifts a block of back-to-back rows by one element with one
+// memmove (channel-last states: each time row's run of channels with one) and puts x at each
+// row's end, or writes x at the ring's head. What no SIMD decode kernel takes comes here: longer
+// states in shift mode, widths 3 and 5-7, strided layouts, and the ring on the baseline build.
+// The general taps below took 40-44 us for 4096 bf16 channels at width 4 and state_len 5; this
+// takes 21.
 template <typename TX, int W>
 void decode_step(const UpdateProblem& p, const StagedTaps& taps, int64_t b, int64_t c0, int64_t c1, int64_t row,
                  int64_t cache, float* acc) {
-  const int64_t sl = p.state_len, cs = p.conv_state.strides[1], xs = p.x.strides[1];
+  const int64_t sl = p.state_len, cs = p.conv_state.strides[1], ss = p.conv_state.strides[2], xs = p.x.strides[1];
   const bool circular = p.cache_seqlens.present();
   const int64_t head = circular ? cache % sl : 0;
   TX* const state = static_cast<TX*>(p.conv_state.data) + row * p.conv_state.strides[0] + c0 * cs;
@@ -85,8 +87,8 @@ void decode_step(const UpdateProblem& p, const StagedTaps& taps, int64_t b, int6
   const int64_t n = c1 - c0;
   const float *w0 = &taps.w[c0], *bias = &taps.bias[c0];  // tap k at w0[k * D]
   const int64_t D = p.dim;
-  int64_t pos[W];  // the window's W-1 state positions, in the row
-  for (int i = 0; i < W - 1; ++i) pos[i] = window_pos(circular, head, sl, W, i);
+  int64_t pos[W];  // the window's W-1 state positions, as offsets in the row
+  for (int i = 0; i < W - 1; ++i) pos[i] = window_pos(circular, head, sl, W, i) * ss;
   if constexpr (std::is_same<TX, half_t>::value) {
     const GatherFn gx = gather_fn(p.x_dtype);
     float col[kChannelRun];
@@ -109,7 +111,16 @@ void decode_step(const UpdateProblem& p, const StagedTaps& taps, int64_t b, int6
   }
   // The state takes x's elements unconverted (same type).
   if (circular) {
-    for (int64_t c = 0; c < n; ++c) state[c * cs + head] = x[c * xs];
+    for (int64_t c = 0; c < n; ++c) state[c * cs + head * ss] = x[c * xs];
+  } else if (ss != 1 && sl > 1) {
+    for (int64_t i = 0; i + 1 < sl; ++i) {
+      if (cs == 1) {  // channel-last: a time row's channels are contiguous
+        std::memmove(state + i * ss, state + (i + 1) * ss, n * sizeof(TX));
+      } else {
+        for (int64_t c = 0; c < n; ++c) state[c * cs + i * ss] = state[c * cs + (i + 1) * ss];
+      }
+    }
+    for (int64_t c = 0; c < n; ++c) state[c * cs + (sl - 1) * ss] = x[c * xs];
   } else if (cs == sl) {  // rows back to back: the block moves down one element, x at each row's end
     std::memmove(state, state + 1, (n * sl - 1) * sizeof(TX));
     for (int64_t c = 0; c < n; ++c) state[c * sl + sl - 1] = x[c * xs];
@@ -174,7 +185,7 @@ TapsFn taps_for(int width, bool decode) {
   return (decode ? T::decode : T::general)[width - 1];
 }
 TapsFn taps_for(const UpdateProblem& p) {
-  const bool decode = p.seqlen == 1 && steps(p.conv_state.strides[2], p.state_len, 1);
+  const bool decode = p.seqlen == 1;
   return p.x_dtype == CC1D_FLOAT16    ? taps_for<half_t>(p.width, decode)
          : p.x_dtype == CC1D_BFLOAT16 ? taps_for<bf16_t>(p.width, decode)
                                       : taps_for<float>(p.width, decode);

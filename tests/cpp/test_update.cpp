@@ -78,6 +78,22 @@ TEST_CASE("update cpu: batch 1 on the general paths (the taps staged a run of ch
       }
 }
 
+TEST_CASE("update cpu: state rows strided along time and channels (the decode step's general shift)") {
+  // Neither channel-last nor contiguous along time: the decode step's element-wise shift and its
+  // window at a time stride of 2, in both modes, with state lengths of width-1, width and more.
+  std::mt19937 rng = test_rng(904);
+  int i = 0;
+  for (int xdt = 0; xdt < 3; ++xdt)
+    for (int W : {2, 4})
+      for (int64_t S : {int64_t(W - 1), int64_t(W), int64_t(W + 3)})
+        for (bool circular : {false, true}) {
+          UpdateCase c{xdt, i % 3, W, 2, 70, 1, S, circular, i % 2 == 0, false, i % 3 == 0, true, i % 2 == 1};
+          c.state_strided = true;
+          run_update_case(c, rng, CC1D_BACKEND_CPU);
+          ++i;
+        }
+}
+
 TEST_CASE("update emulate: the grid against the float64 reference") {
   REQUIRE_MESSAGE(cc1d_backend_available(CC1D_BACKEND_EMULATE, CC1D_DEVICE_CPU, 0) == CC1D_OK, cc1d_last_error());
   run_update_grid(CC1D_BACKEND_EMULATE);

@@ -17,6 +17,7 @@ struct UpdateCase {
   int xdt, wdt, width;
   int64_t B, D, L, state_len;
   bool circular, gather, state_channel_last, x_2d, bias, silu;
+  bool state_strided = false;  // state rows strided along time (2) and channels (2S+1)
 };
 
 inline std::string describe(const UpdateCase& c) {
@@ -24,7 +25,7 @@ inline std::string describe(const UpdateCase& c) {
   return std::string("x=") + dt[c.xdt] + " w=" + dt[c.wdt] + " W=" + std::to_string(c.width) + " B,D,L=" +
          std::to_string(c.B) + "," + std::to_string(c.D) + "," + std::to_string(c.L) + " state_len=" +
          std::to_string(c.state_len) + (c.circular ? " circular" : " shift") + (c.gather ? " gather" : "") +
-         (c.state_channel_last ? " state-channel-last" : "") + (c.x_2d ? " x-2d" : "") + (c.bias ? " bias" : "") +
+         (c.state_channel_last ? " state-channel-last" : "") + (c.state_strided ? " state-strided" : "") + (c.x_2d ? " x-2d" : "") + (c.bias ? " bias" : "") +
          (c.silu ? " silu" : "");
 }
 
@@ -87,7 +88,9 @@ struct UpdateRun {
     bias = HostTensor::contiguous(c.wdt, {D});
     bias.randomize(rng);
     pool = c.gather ? B + 3 : B;
-    state = c.state_channel_last ? HostTensor(c.xdt, {pool, D, S}, {S * D, 1, D}) : HostTensor::contiguous(c.xdt, {pool, D, S});
+    state = c.state_strided        ? HostTensor(c.xdt, {pool, D, S}, {D * (2 * S + 1), 2 * S + 1, 2})
+            : c.state_channel_last ? HostTensor(c.xdt, {pool, D, S}, {S * D, 1, D})
+                                   : HostTensor::contiguous(c.xdt, {pool, D, S});
     state.randomize(rng);
     cache = HostTensor::contiguous(CC1D_INT32, {B});
     std::uniform_int_distribution<int> cs(0, 3 * static_cast<int>(S) + 5);
