@@ -41,6 +41,12 @@ struct SimdKernels {
   // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. Index W-1.
   void (*const* conv_channels)(int dtype, const void* x, long long xs, const float* halo, const float* wt,
                                const float* bias, bool silu, void* out, long long os, long long nt, long long nc);
+  // Channel-first rows of len steps packed back to back (row c at element c * len of x and out),
+  // nc rows, x read as 0 before each row's step 0: out[c*len + t] = act(wt[W*ws + c] + sum_k
+  // wt[k*ws + c] * x[c*len + t - (W-1) + k]). wt: W rows of ws taps, then the bias row, each
+  // readable `width` floats past the last row; tab: packed_rows_table's. Index W-1.
+  void (*const* conv_packed)(int dtype, const void* x, long long len, const int* tab, const float* wt, long long ws,
+                             bool silu, void* out, long long nc);
   // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
   // of nc floats: g, and x with its W-1 steps of history first): per channel q,
   // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.

@@ -215,6 +215,67 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
   cc1d::simd_override_for_testing(nullptr);
 }
 
+TEST_CASE("every SIMD build: channel-first rows packed back to back, no row reaching into the next") {
+  // Short channel-first rows stored back to back are one array to the cpu backend (vectors span
+  // rows, each lane with its channel's taps). Every other row ends in NaN and inf, which must not
+  // reach the next row's first outputs; the rows between are checked against the float64
+  // reference. Batch rows a gap apart; 300 channels: tiles of rows, the last one partial.
+  std::mt19937 rng = test_rng(207);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int width : {2, 3, 4, 8})
+        for (int64_t L : {1, 2, 3, 5, 8, 12, 16, 17, 21, 39, 127}) {
+          const int64_t B = 2, D = 300;
+          INFO("dtype " << xdt << " width " << width << " L " << L);
+          const std::vector<int64_t> shape{B, D, L}, strides{D * L + 13, L, 1};
+          HostTensor x(xdt, shape, strides), out(xdt, shape, strides), w = HostTensor::contiguous(xdt, {D, width});
+          HostTensor bias = HostTensor::contiguous(xdt, {D});
+          x.randomize(rng);
+          w.randomize(rng, 0.5);
+          bias.randomize(rng);
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t c = 0; c < D; c += 2) {
+              x.set(x.off({b, c, L - 1}), nan);
+              if (L > 1) x.set(x.off({b, c, L - 2}), inf);
+            }
+          out.fill_all(-7.0);
+          cc1d_fwd_args a{};
+          a.struct_size = sizeof a;
+          a.x = &x.t;
+          a.weight = &w.t;
+          a.bias = &bias.t;
+          a.out = &out.t;
+          a.activation = CC1D_ACT_SILU;
+          a.backend = CC1D_BACKEND_CPU;
+          REQUIRE_MESSAGE(cc1d_causal_conv1d_fwd(&a) == CC1D_OK, std::string(cc1d_last_error()));
+          RefInputs in;
+          in.x = &x;
+          in.w = &w;
+          in.bias = &bias;
+          in.silu = true;
+          std::vector<double> want, fin;
+          reference_fwd(in, want, fin);
+          const double tol = tolerance(xdt);
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t c = 0; c < D; ++c)
+              for (int64_t t = 0; t < L; ++t) {
+                const double got = out.get(out.off({b, c, t})), ref = want[(b * D + c) * L + t];
+                if (c % 2 == 0 && t >= L - 2) {  // NaN (silu(+-inf) or a NaN tap) or, at t = L-2, +-inf or NaN
+                  REQUIRE_MESSAGE(!std::isfinite(got), "row " << c << " step " << t << ": " << got);
+                  continue;
+                }
+                REQUIRE_MESSAGE(std::fabs(got - ref) <= tol * (1.0 + std::fabs(ref)),
+                                "(" << b << ", " << c << ", " << t << "): got " << got << ", want " << ref);
+              }
+          for (int64_t g : gaps(out)) REQUIRE_MESSAGE(out.get(g) == -7.0, "stray write at element " << g);
+        }
+  }
+  cc1d::simd_override_for_testing(nullptr);
+}
+
 TEST_CASE("every SIMD build: the backward against the float64 reference") {
   // The rows' pre-activation and dx (the forward's kernels on float tiles, dx with the taps
   // reversed) and the channel-last tile sums (tap_sums): without seq_idx, and with segments of
