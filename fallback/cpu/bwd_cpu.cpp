@@ -2,8 +2,10 @@
 //
 // The same walk as the GPU kernel (kernels_src/bwd.cuh): time backwards, tile by tile, carrying
 // the W-1 values of g (the gradient of the pre-activation) that the later tile computed, so
-// silu's derivative is evaluated once per element. Inputs are converted to fp32 tiles and the
-// loops run over the contiguous axis with the width as a template parameter, so they vectorise:
+// silu's derivative is evaluated once per element. Short channel-first rows stored back to back
+// with no states or seq_idx take the packed kernels (packed_rows.h), each batch row's rows one
+// array. The others are converted to fp32 tiles and the loops run over the contiguous axis with
+// the width as a template parameter, so they vectorise:
 //  - time-major (channel-first but for rows under 40 steps, and channel-last under 16 channels:
 //    cpu_time_major in tiling.h): one work item per row (b, c), vectorised over time;
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/packed_rows.h"
 #include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
@@ -39,6 +42,7 @@ constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
 constexpr int64_t kCLChanTileMin = 128, kCLChanTileMax = 1024;  // channel-major: channels per item
 constexpr int64_t kCLFoldTiles = 16;  // channel-major: tiles whose fp32 sums join the totals at once
 constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
+constexpr int64_t kPackedTile = 1024;  // packed rows: elements a tile (its sums' accumulators in L1)
 
 // The segment of step s of batch row b: token 0's before 0, -1 (none) from seqlen on.
 int seq_at(const BwdProblem& p, int64_t b, int64_t s) { return s < p.seqlen ? seq_value(p.seq_idx, b, s) : -1; }
@@ -387,6 +391,49 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
   }
 }
 
+// ---- packed: short channel-first rows stored back to back (packed_rows.h) -------------------
+// An item: a group's batch rows of one tile of rows, each batch row one call of the packed
+// kernel, which adds its sums into an accumulator per element of the tile (and tap); the group's
+// end sums those per channel in element order: the same bits for any thread count.
+
+// The rule's rest: dout and dx packed too, and no dfinal_states or dinitial_states (the kernel
+// reads and writes neither; dinitial_states may be asked for without initial states).
+bool packed_bwd_problem(const BwdProblem& p) {
+  return packed_inputs(p) && packed_layout(p.dout, p.seqlen) && (!p.dx.present() || packed_layout(p.dx, p.seqlen)) &&
+         !p.dfinal_states.present() && !p.dinitial_states.present();
+}
+
+void bwd_packed(const BwdProblem& p, Sums& sums) {
+  const SimdKernels& k = simd();
+  const int W = p.width, L = k.width;
+  const int64_t len = p.seqlen, tile_c = packed_tile_rows(p.dim, len, L, kPackedTile);
+  const int64_t ctiles = (p.dim + tile_c - 1) / tile_c, ws = p.dim + L, sn = (tile_c * len + L - 1) / L * L;
+  const std::vector<float> wt = packed_taps(p, ws);
+  const std::vector<int> tab = packed_rows_table(len, L);
+  const int64_t es = dtype_size(p.x_dtype);
+  const bool want = p.wants_sums();
+  parallel_for(sums.groups * ctiles, chunk_items(tile_c * len * sums.rows), [&](int64_t begin, int64_t end) {
+    std::vector<float> g(sn + L + W), acc(want ? (W + 1) * sn : 0);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t grp = item / ctiles, c0 = item % ctiles * tile_c, nc = std::min(tile_c, p.dim - c0);
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int64_t b = sums.first(grp); b < sums.last(p, grp); ++b) {
+        const auto at = [&](const TensorRef& t) { return (b * t.strides[0] + c0 * len) * es; };
+        void* dx = p.dx.present() ? static_cast<char*>(p.dx.data) + at(p.dx) : nullptr;
+        k.bwd_packed[W - 1](p.x_dtype, static_cast<const char*>(p.x.data) + at(p.x),
+                            static_cast<const char*>(p.dout.data) + at(p.dout), len, tab.data(), &wt[c0], ws, p.silu,
+                            dx, g.data(), want ? acc.data() : nullptr, sn, nc);
+      }
+      for (int64_t c = 0; want && c < nc; ++c) {
+        double total[CC1D_MAX_WIDTH + 1] = {};
+        for (int64_t e = c * len; e < (c + 1) * len; ++e)
+          for (int kk = 0; kk <= W; ++kk) total[kk] += acc[kk * sn + e];
+        std::copy(total, total + W + 1, sums.at(grp, c0 + c));
+      }
+    }
+  });
+}
+
 using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, const std::vector<int64_t>*, double*, RowBuffers&);
 using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, const std::vector<int64_t>*, TileBuffers&);
 template <int... Ws>
@@ -428,7 +475,9 @@ void bwd_cpu(const Problem& problem) {
   const auto starts = [&](int64_t b) { return runs.empty() ? nullptr : &runs[b]; };
   const int64_t group_steps = sums.rows * p.seqlen;
   // An item: a group's rows of one channel (time-major) or of a tile of channels.
-  if (cpu_time_major(p)) {
+  if (packed_bwd_problem(p)) {
+    bwd_packed(p, sums);
+  } else if (cpu_time_major(p)) {
     const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
     parallel_for(sums.groups * p.dim, chunk_items(group_steps), [&](int64_t begin, int64_t end) {
       RowBuffers buf(W, std::min(kTimeTile, p.seqlen));

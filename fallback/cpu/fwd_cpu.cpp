@@ -1,9 +1,9 @@
 // fwd_cpu.cpp — the forward op's native CPU implementation (run by the cpu backend).
 //
 // The tiling and threading live here; the inner loops are the SIMD builds of simd.h (AVX-512,
-// AVX2 or baseline, chosen at run time), with the width fixed per call. Channel-first rows of
-// under 128 steps stored back to back are one array a batch row (packed_rows); the others take
-// one of two tilings, chosen by cpu_time_major (tiling.h):
+// AVX2 or baseline, chosen at run time), with the width fixed per call. Short channel-first rows
+// stored back to back are one array a batch row (packed_rows.h); the others take one of two
+// tilings, chosen by cpu_time_major (tiling.h):
 //  - time-major (channel-first but for rows under 40 steps, and channel-last under 16 channels):
 //    one row (b, c) tile of time at a time, vectorised over t;
 //  - channel-major (the others): a (time x channels) tile, step by step, vectorised over c.
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fallback/cpu/convert.h"
+#include "fallback/cpu/packed_rows.h"
 #include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
@@ -116,44 +117,13 @@ void fwd_time_major(const FwdProblem& p) {
   });
 }
 
-// Channel-first rows of fewer than kMaxPackedLen steps, packed back to back in x and out (row
-// (b, c) at b * strides[0] + c * seqlen), with no initial states or seq_idx: each batch row's
-// rows are one array for conv_packed, whose vectors span rows. The channel-major tiles moved
-// such rows through transposes, and the row tiles pay a setup a row; kernel GB/s, 1024 channels,
-// silu, packed against before (bench/cpu_fwd.py --shape, Zen 4 VM, 2026-12-05): bf16 2 steps
-// 14.6 / 5.4-5.8, 16 steps 13.4-14.7 / 8.2-8.6, 48 steps 12.8-14.3 / 5.5-6.0, 128 steps 11.6-12.9
-// / 13.0-13.7; fp32 16 steps 24-28 / 11-12, 128 steps 26.1-26.5 / 18.6-20.5, 512 steps 23-25 /
-// 26-33.
-constexpr int64_t kMaxPackedLen = 128;
-bool packed_rows(const FwdProblem& p) {
-  const auto packed = [&](const TensorRef& t) { return t.strides[2] == 1 && t.strides[1] == p.seqlen; };
-  return p.seqlen < kMaxPackedLen && packed(p.x) && packed(p.out) && !p.seq_idx.present() &&
-         !p.initial_states.present();
-}
-
-// conv_packed's phase table for rows of len steps and vectors of L floats: per phase q, lane j's
-// row offset (q + j) / len, then its step (q + j) % len.
-std::vector<int> packed_rows_table(int64_t len, int L) {
-  std::vector<int> tab(2 * len * L);
-  for (int64_t q = 0; q < len; ++q)
-    for (int j = 0; j < L; ++j) {
-      tab[2 * q * L + j] = static_cast<int>((q + j) / len);
-      tab[(2 * q + 1) * L + j] = static_cast<int>((q + j) % len);
-    }
-  return tab;
-}
-
-void fwd_packed_rows(const FwdProblem& p) {
-  const int W = p.width, L = simd().width;
+// Short channel-first rows stored back to back (packed_rows.h), each batch row's rows one array.
+void fwd_packed(const FwdProblem& p) {
   const SimdKernels& k = simd();
-  // Tiles of about kPackedElements elements, whole vectors but the last of a batch row.
-  constexpr int64_t kPackedElements = 4096;
-  const int64_t tile_c = std::min(p.dim, (std::max<int64_t>(1, kPackedElements / p.seqlen) + L - 1) / L * L);
+  const int W = p.width, L = k.width;
+  const int64_t tile_c = packed_tile_rows(p.dim, p.seqlen, L, 4096);
   const int64_t ctiles = (p.dim + tile_c - 1) / tile_c, ws = p.dim + L;
-  std::vector<float> wt((W + 1) * ws, 0.f);  // the taps, then the bias, channel by channel
-  const GatherFn gw = gather_fn(p.w_dtype);
-  for (int kk = 0; kk < W; ++kk) gw(p.weight.data, kk * p.weight.strides[1], p.weight.strides[0], p.dim, &wt[kk * ws]);
-  if (p.bias.present()) gw(p.bias.data, 0, p.bias.strides[0], p.dim, &wt[W * ws]);
+  const std::vector<float> wt = packed_taps(p, ws);
   const std::vector<int> tab = packed_rows_table(p.seqlen, L);
   const int64_t es = dtype_size(p.x_dtype);
   parallel_for(p.batch * ctiles, chunk_items(tile_c * p.seqlen), [&](int64_t begin, int64_t end) {
@@ -258,8 +228,8 @@ void fwd_channel_major(const FwdProblem& p) {
 
 void fwd_cpu(const Problem& problem) {
   const auto& p = static_cast<const FwdProblem&>(problem);
-  if (packed_rows(p))
-    fwd_packed_rows(p);
+  if (packed_inputs(p) && packed_layout(p.out, p.seqlen))
+    fwd_packed(p);
   else if (cpu_time_major(p))
     fwd_time_major(p);
   else

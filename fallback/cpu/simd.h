@@ -1,6 +1,6 @@
 // simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc,
-// simd_decode.inc and simd_transpose.inc), built once per instruction set (simd_base.cpp: the
-// compiler's baseline, SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C;
+// simd_decode.inc, simd_transpose.inc and simd_packed.inc), built once per instruction set
+// (simd_base.cpp: the compiler's baseline, SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C;
 // simd_avx512.cpp: AVX-512 F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's
 // conversion; simd_neon_bf16.cpp: AArch64's baseline plus FEAT_BF16's conversion) and chosen once
 // at run time from the CPU's features.
@@ -41,12 +41,19 @@ struct SimdKernels {
   // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. Index W-1.
   void (*const* conv_channels)(int dtype, const void* x, long long xs, const float* halo, const float* wt,
                                const float* bias, bool silu, void* out, long long os, long long nt, long long nc);
-  // Channel-first rows of len steps packed back to back (row c at element c * len of x and out),
-  // nc rows, x read as 0 before each row's step 0: out[c*len + t] = act(wt[W*ws + c] + sum_k
-  // wt[k*ws + c] * x[c*len + t - (W-1) + k]). wt: W rows of ws taps, then the bias row, each
-  // readable `width` floats past the last row; tab: packed_rows_table's. Index W-1.
+  // Channel-first rows of len steps stored back to back (row c at element c * len of x and out),
+  // nc rows, x read as 0 before each row's step 0 (simd_packed.inc): out[c*len + t] =
+  // act(wt[W*ws + c] + sum_k wt[k*ws + c] * x[c*len + t - (W-1) + k]). wt: W rows of ws taps, then
+  // the bias row, each readable `width` floats past the last row; tab: packed_rows.h's. Index W-1.
   void (*const* conv_packed)(int dtype, const void* x, long long len, const int* tab, const float* wt, long long ws,
                              bool silu, void* out, long long nc);
+  // Its backward over the same rows: g = dout * silu'(pre-activation) (or dout) into g (nc*len
+  // floats, then width + W of scratch); dx (unless null) = sum_k wt[k*ws + c] * g[c*len + t + W-1-k],
+  // 0 past the row's end; and unless sums is null, per element e of the rows, sums[k*sn + e] +=
+  // g[e] * x[e - (W-1-k)] (0 before the row) and sums[W*sn + e] += g[e] (sn: nc*len rounded up
+  // to whole vectors). Index W-1.
+  void (*const* bwd_packed)(int dtype, const void* x, const void* dout, long long len, const int* tab, const float* wt,
+                            long long ws, bool silu, void* dx, float* g, float* sums, long long sn, long long nc);
   // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
   // of nc floats: g, and x with its W-1 steps of history first): per channel q,
   // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.

@@ -297,6 +297,32 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
   cc1d::simd_override_for_testing(nullptr);
 }
 
+TEST_CASE("every SIMD build: the backward of channel-first rows packed back to back") {
+  // The packed kernels' backward (rows under 128 steps, no seq_idx or states of either end):
+  // dx masked to the row's end, the sums of a tile's elements per channel, batch rows in groups
+  // of 256 / L (two groups at 127 steps); 300 channels: tiles of rows, the last one partial.
+  std::mt19937 rng = test_rng(208);
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    const int widths[] = {2, 3, 4, 8, 5};
+    int i = 0;
+    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int64_t L : {1, 2, 3, 5, 8, 16, 17, 21, 39, 127}) {
+        const int width = widths[i % 5];
+        BwdCase c{xdt, i % 3 == 0 ? xdt : CC1D_FLOAT32, width, Layout::ChannelFirst, 3, 300, L, i % 2 == 0,
+                  i % 4 != 1, false, false, false};
+        c.dx = i % 7 != 3;
+        c.dweight = i % 7 != 5;
+        c.dbias = i % 7 != 6;
+        c.dinit = i % 6 == 2;  // dinitial_states without initial states: not the packed kernels
+        run_bwd_case(c, rng, CC1D_BACKEND_CPU);
+        ++i;
+      }
+  }
+  cc1d::simd_override_for_testing(nullptr);
+}
+
 TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
   // decode_rows and decode_rows_short (widths 2, 4, 8, state rows of W and W-1: whole vectors of
   // channels, then a padded partial one), decode_ring (a ring of W-1: gathered; of W or W+3: its
