@@ -30,6 +30,7 @@ namespace {
 constexpr int64_t kTimeTile = 2048;    // row tiling: outputs per tile
 constexpr int64_t kCLTimeTile = 64;    // channel-last tiling: time steps per tile
 constexpr int64_t kCLChanTile = 256;   // channel-last tiling: channels per tile
+constexpr int64_t kPackedTile = 4096;  // packed rows: elements a tile
 
 // The segment id of step s of batch row b.
 int seq_at(const FwdProblem& p, int64_t b, int64_t s) { return seq_value(p.seq_idx, b, s); }
@@ -140,7 +141,7 @@ void fwd_time_major(const FwdProblem& p) {
 void fwd_packed(const FwdProblem& p) {
   const SimdKernels& k = simd();
   const int W = p.width, L = k.width;
-  const int64_t tile_c = packed_tile_rows(p.dim, p.seqlen, L, 4096);
+  const int64_t tile_c = packed_tile_rows(p.dim, p.seqlen, L, kPackedTile);
   const int64_t ctiles = (p.dim + tile_c - 1) / tile_c, ws = p.dim + L;
   const std::vector<float> wt = packed_taps(p, ws);
   const std::vector<int> tab = packed_rows_table(p.seqlen, L);
