@@ -41,7 +41,9 @@ constexpr int64_t kTimeTile = 2048;  // time-major: steps per tile
 constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
 constexpr int64_t kCLChanTileMin = 128, kCLChanTileMax = 1024;  // channel-major: channels per item
 constexpr int64_t kCLFoldTiles = 16;  // channel-major: tiles whose fp32 sums join the totals at once
-constexpr int kLanes = 8;            // independent fp32 accumulators of a dot product over time
+// Independent fp32 accumulators of a dot product over time: a SIMD build's vector (row_sums, the
+// fused passes) at most, and the plain loops' (seq_idx's short runs).
+constexpr int kLanes = kMaxSimdWidth;
 constexpr int64_t kPackedTile = 1024;  // packed rows: elements a tile (its sums' accumulators in L1)
 
 // The segment of step s of batch row b: token 0's before 0, -1 (none) from seqlen on.
@@ -226,7 +228,7 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
     if (fused)
       each_run([&](int64_t r0, int64_t r1, int cur) {
         const MaskSteps history = x_history(r0, cur);
-        RowTile<W, false>::sums(&g[r0], &x[r0], nullptr, dw, db, r1 - r0);
+        simd().row_sums[W - 1](&g[r0], &x[r0], r1 - r0, dw[0], kLanes, db);
       });
     else
       RowTile<W, SEQ>::sums(g.data(), x.data(), seg.data(), dw, db, n);

@@ -26,6 +26,9 @@ constexpr bool kHasDecodeKernel = W > 1 && (W & (W - 1)) == 0;
 // static, so that each unit keeps its own copy (see kHasDecodeKernel).
 static constexpr bool decode_dtypes(int xd, int wd) { return wd == xd || wd == 0 /* CC1D_FLOAT32 */; }
 
+// The widest build's floats per vector (AVX-512): buffers of a vector's lanes are this long.
+constexpr int kMaxSimdWidth = 16;
+
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
 struct SimdKernels {
@@ -59,6 +62,10 @@ struct SimdKernels {
   // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.
   // Index W-1.
   void (*const* tap_sums)(const float* g, const float* x, long long nt, long long nc, float* dw, float* db);
+  // The same over one row, vectorised over time: g (n floats) and x (n + W - 1, the W-1 steps
+  // before g's first first); lane l of `width` accumulates the steps i = l mod width in order:
+  // dw[k*ds + l] += g[i] x[i+k], db[l] += g[i]. Index W-1.
+  void (*const* row_sums)(const float* g, const float* x, long long n, float* dw, long long ds, float* db);
   // One decode step of n channels (the update op's common case): state rows of W contiguous
   // elements, row after row, in dtype xd, shift left by one and take x (n contiguous elements);
   // out[c] = act(bias[c] + sum_k w[c*W+k] * new_state[c*W+k]), weights n x W contiguous and bias
