@@ -1,5 +1,5 @@
 // simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc,
-// simd_decode.inc, simd_transpose.inc and simd_packed.inc), built once per instruction set
+// simd_decode.inc, simd_transpose.inc, simd_packed.inc and simd_bwd_steps.inc), built once per instruction set
 // (simd_base.cpp: the compiler's baseline, SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C;
 // simd_avx512.cpp: AVX-512 F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's
 // conversion; simd_neon_bf16.cpp: AArch64's baseline plus FEAT_BF16's conversion) and chosen once
@@ -29,6 +29,30 @@ static constexpr bool decode_dtypes(int xd, int wd) { return wd == xd || wd == 0
 // The widest build's floats per vector (AVX-512): buffers of a vector's lanes are this long.
 constexpr int kMaxSimdWidth = 16;
 
+// The backward's one pass over a channel-last run of steps (SimdKernels::bwd_steps), walked from
+// step hi-1 down to lo, chunk of channels by chunk: per step s, the pre-activation from x, g =
+// dout * silu'(it) (or dout), dx[s] = sum_k wt[k] * g[s + W-1-k], and the sums. Two rings of W
+// rows carry x and g from one step (and one call) to the next: x at step s in row (s + W) % W, g
+// likewise. On entry xring holds x at steps hi-(W-1)..hi-1 and gring g at hi..hi+W-2 (zeros past
+// the row's end); on return, x at lo-(W-1)..lo-1 and g at lo..lo+W-2. The float arrays have rows
+// of nc floats, ls floats apart.
+// The walk's channels a chunk: its rows' chunks stay in L1 while it walks the steps (W = 4: 18 KB).
+constexpr long long kStepsChunk = 256;
+struct BwdStepsArgs {
+  int dtype;  // of x, dout and dx
+  bool silu;
+  const void* x;  // step 0 of the first channel; channels contiguous, steps xs elements apart
+  const void* dout;
+  void* dx;
+  long long xs, ds, dxs;  // time strides of x, dout and dx, elements
+  long long lo, hi, nc, ls;
+  const float* halo;  // W-1 rows: x at steps -(W-1)..-1 (initial states or zeros), row s + W-1
+  const float* wt;    // W rows of taps
+  const float* bias;  // a row
+  float *xring, *gring;
+  float *dw, *db;  // W rows and a row: dw[k] += g[s] * x[s - (W-1) + k], db += g[s], s in walk order
+};
+
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
 struct SimdKernels {
@@ -57,6 +81,8 @@ struct SimdKernels {
   // to whole vectors). Index W-1.
   void (*const* bwd_packed)(int dtype, const void* x, const void* dout, long long len, const int* tab, const float* wt,
                             long long ws, bool silu, void* dx, float* g, float* sums, long long sn, long long nc);
+  // The backward over channel-last steps in one pass (BwdStepsArgs; simd_bwd_steps.inc). Index W-1.
+  void (*const* bwd_steps)(const BwdStepsArgs& a);
   // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
   // of nc floats: g, and x with its W-1 steps of history first): per channel q,
   // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.

@@ -120,9 +120,11 @@ struct HostTensor {
 // Layouts of x: channel-first contiguous, channel-last (B, L, D) transposed, a strided view
 // (every other channel of a wider tensor, time stride 1 with padding), or channel-first rows
 // padded to a multiple of 8 elements plus 8 (16-byte aligned rows for any seqlen: the vector path).
-enum class Layout { ChannelFirst, ChannelLast, View, Padded };
+// ChannelLastSlice: channel-last, half of a tensor twice as wide (as x from xBC.split): a step
+// 2D elements after the last.
+enum class Layout { ChannelFirst, ChannelLast, View, Padded, ChannelLastSlice };
 inline const char* layout_name(Layout l) {
-  static const char* const names[] = {"channel-first", "channel-last", "view", "padded"};
+  static const char* const names[] = {"channel-first", "channel-last", "view", "padded", "channel-last slice"};
   return names[int(l)];
 }
 
@@ -130,6 +132,7 @@ inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layo
   const int64_t padded = (L + 7) / 8 * 8 + 8;
   switch (layout) {
     case Layout::ChannelLast: return HostTensor(dtype, {B, D, L}, {L * D, 1, D});
+    case Layout::ChannelLastSlice: return HostTensor(dtype, {B, D, L}, {2 * L * D, 1, 2 * D});
     case Layout::View: return HostTensor(dtype, {B, D, L}, {2 * D * (L + 3), 2 * (L + 3), 1});
     case Layout::Padded: return HostTensor(dtype, {B, D, L}, {D * padded, padded, 1});
     default: return HostTensor::contiguous(dtype, {B, D, L});
