@@ -406,12 +406,12 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
 }
 
 // ---- channel-major in one pass (simd_bwd_steps.inc) ------------------------------------------
-// For x, dout and dx with contiguous channels and no seq_idx, dfinal_states or dinitial_states
+// For x, dout and dx with contiguous channels, widths 2-4 and no dfinal_states or dinitial_states
 // (the tiles above serve the rest): x and dout read once, dx written once, no float tiles.
 
 bool steps_problem(const BwdProblem& p) {
-  return p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() && p.dx.strides[1] == 1 &&
-         !p.seq_idx.present() && !p.dfinal_states.present() && !p.dinitial_states.present();
+  return simd().bwd_steps[p.width - 1] && p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() && p.dx.strides[1] == 1 &&
+         !p.dfinal_states.present() && !p.dinitial_states.present();
 }
 
 constexpr int64_t kStepsFold = 256;  // steps whose fp32 sums join the totals at once
@@ -426,6 +426,7 @@ struct WalkBuffers {
   int64_t ls;
   std::vector<float> rows;
   std::vector<double> total;  // dw then db, as TileBuffers
+  std::vector<int> seq;       // with seq_idx: a batch row's ids (BwdStepsArgs::seq), from step -(W-1)
   WalkBuffers(int width, int64_t nc)
       : W(width),
         ls(nc <= kStepsChunk ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + kStepsChunk),
@@ -463,6 +464,11 @@ void bwd_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std:
   a.xs = p.x.strides[2], a.ds = p.dout.strides[2], a.dxs = p.dx.strides[2], a.nc = nc, a.ls = ls;
   a.halo = halo, a.wt = buf.wt(), a.bias = buf.bias();
   a.xring = buf.xring(), a.gring = buf.gring(), a.dw = buf.dw(), a.db = buf.db();
+  if (p.seq_idx.present()) {
+    buf.seq.resize(p.seqlen + 2 * (W - 1));
+    for (int64_t s = -(W - 1); s < p.seqlen + W - 1; ++s) buf.seq[s + W - 1] = seq_at(p, b, s);
+    a.seq = buf.seq.data() + (W - 1);
+  }
   for (a.hi = p.seqlen; a.hi > 0; a.hi = a.lo) {
     a.lo = std::max<int64_t>(0, a.hi - kStepsFold);
     simd().bwd_steps[W - 1](a);

@@ -29,6 +29,14 @@ static constexpr bool decode_dtypes(int xd, int wd) { return wd == xd || wd == 0
 // The widest build's floats per vector (AVX-512): buffers of a vector's lanes are this long.
 constexpr int kMaxSimdWidth = 16;
 
+// Whether the one-pass walk exists at width W: upstream's widths, 2 to 4; the others take the
+// tiles (the walk's instances for every width and dtype, with and without seq_idx, doubled each
+// SIMD unit's compile time).
+template <int W>
+constexpr bool kHasStepsKernel = W >= 2 && W <= 4;
+// The walk's channels a chunk: its rows' chunks stay in L1 while it walks the steps (W = 4: 18 KB).
+constexpr long long kStepsChunk = 256;
+
 // The backward's one pass over a channel-last run of steps (SimdKernels::bwd_steps), walked from
 // step hi-1 down to lo, chunk of channels by chunk: per step s, the pre-activation from x, g =
 // dout * silu'(it) (or dout), dx[s] = sum_k wt[k] * g[s + W-1-k], and the sums. Two rings of W
@@ -36,8 +44,6 @@ constexpr int kMaxSimdWidth = 16;
 // likewise. On entry xring holds x at steps hi-(W-1)..hi-1 and gring g at hi..hi+W-2 (zeros past
 // the row's end); on return, x at lo-(W-1)..lo-1 and g at lo..lo+W-2. The float arrays have rows
 // of nc floats, ls floats apart.
-// The walk's channels a chunk: its rows' chunks stay in L1 while it walks the steps (W = 4: 18 KB).
-constexpr long long kStepsChunk = 256;
 struct BwdStepsArgs {
   int dtype;  // of x, dout and dx
   bool silu;
@@ -51,7 +57,12 @@ struct BwdStepsArgs {
   const float* bias;  // a row
   float *xring, *gring;
   float *dw, *db;  // W rows and a row: dw[k] += g[s] * x[s - (W-1) + k], db += g[s], s in walk order
+  // Null, or seq_idx's segment of step s at seq[s] for s in [lo-(W-1), hi+W-1): token 0's before
+  // step 0, -1 from the row's end. A tap of another segment counts as 0, and a step of id -1
+  // (padding) has g = 0, as in the forward.
+  const int* seq;
 };
+using BwdStepsFn = void (*)(const BwdStepsArgs& a);
 
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
@@ -81,8 +92,9 @@ struct SimdKernels {
   // to whole vectors). Index W-1.
   void (*const* bwd_packed)(int dtype, const void* x, const void* dout, long long len, const int* tab, const float* wt,
                             long long ws, bool silu, void* dx, float* g, float* sums, long long sn, long long nc);
-  // The backward over channel-last steps in one pass (BwdStepsArgs; simd_bwd_steps.inc). Index W-1.
-  void (*const* bwd_steps)(const BwdStepsArgs& a);
+  // The backward over channel-last steps in one pass (BwdStepsArgs; simd_bwd_steps.inc). Index W-1;
+  // nullptr where !kHasStepsKernel<W>.
+  const BwdStepsFn* bwd_steps;
   // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
   // of nc floats: g, and x with its W-1 steps of history first): per channel q,
   // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.

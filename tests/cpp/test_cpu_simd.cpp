@@ -324,15 +324,17 @@ TEST_CASE("every SIMD build: the backward of channel-first rows packed back to b
 }
 
 TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
-  // bwd_steps (simd_bwd_steps.inc): contiguous channels, no seq_idx, dfinal_states or
-  // dinitial_states. Chunks of 256 channels (300: a partial one, 149 and 16: a vector tail or
-  // none), rows shorter than the width (the halo only), and over 256 steps (two and three
-  // calls, the rings carried between them); x, dout and dx a step 2D apart in the slice.
+  // bwd_steps (simd_bwd_steps.inc): contiguous channels, widths 2-4 (the others: the tiles), no
+  // dfinal_states or dinitial_states.
+  // Chunks of 256 channels (300: a partial one, 149 and 16: a vector tail or none), rows shorter
+  // than the width (the halo only), and over 256 steps (two and three calls, the rings carried
+  // between them); x, dout and dx a step 2D apart in the slice; seq_idx in a third of the cases,
+  // segments of up to 3 or 40 steps with padding among them (the masked steps).
   std::mt19937 rng = test_rng(209);
   for (const cc1d::SimdKernels* k : builds()) {
     INFO("build " << k->name);
     cc1d::simd_override_for_testing(k);
-    const int widths[] = {1, 2, 3, 4, 5, 8};
+    const int widths[] = {2, 3, 4, 2, 3, 4};
     const int64_t lengths[] = {1, 2, 3, 9, 257, 600}, dims[] = {16, 149, 300};
     int i = 0;
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
@@ -342,6 +344,8 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
           BwdCase c{xdt, i % 4 == 0 ? xdt : CC1D_FLOAT32, widths[i % 6], layout, 2, D, L, i % 2 == 0, i % 3 != 2,
                     false, i % 4 < 2, false};
           c.dinit = false;
+          c.seq = i % 3 == 1;
+          c.max_segment = i % 2 ? 3 : 40;
           c.dweight = i % 5 != 3;
           c.dbias = i % 7 != 4;
           run_bwd_case(c, rng, CC1D_BACKEND_CPU);
