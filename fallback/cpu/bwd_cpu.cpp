@@ -159,11 +159,53 @@ struct RowBuffers {
       : x(nt + W - 1), z(nt), g(nt + W - 1), dx(nt), save(W), seg(nt + 2 * (W - 1)) {}
 };
 
+// Rows with unit time strides in x, dout and dx, widths 2-4, no seq_idx or dfinal_states: one
+// pass a tile (SimdKernels::bwd_time), x and dout read once and dx written once.
+bool row_walk_problem(const BwdProblem& p) {
+  return simd().bwd_time[p.width - 1] && p.x.strides[2] == 1 && p.dout.strides[2] == 1 && p.dx.present() &&
+         p.dx.strides[2] == 1 && !p.seq_idx.present() && !p.dfinal_states.present();
+}
+
+// bwd_row's walk for row_walk_problem: its sums as bwd_row's.
+template <int W>
+void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, double* sums) {
+  float w[W], halo[W], carry[W] = {};  // carry: g after the tile, 0 past the row's end
+  gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
+  const int lanes = simd().width;
+  float dw[W * kLanes] = {}, db[kLanes] = {};
+  double total[(W + 1) * kLanes] = {};
+  const auto at = [&](const TensorRef& t) { return (b * t.strides[0] + c * t.strides[1]) * dtype_size(p.x_dtype); };
+  BwdRowArgs a{};
+  a.dtype = p.x_dtype, a.silu = p.silu, a.halo = halo, a.carry = carry, a.w = w, a.dw = dw, a.db = db;
+  a.bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
+  for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
+    for (int j = 0; j < W - 1; ++j) halo[j] = x_at(p, b, c, t0 - (W - 1) + j);
+    const int64_t es = dtype_size(p.x_dtype);
+    a.x = static_cast<const char*>(p.x.data) + at(p.x) + t0 * es;
+    a.dout = static_cast<const char*>(p.dout.data) + at(p.dout) + t0 * es;
+    a.dx = static_cast<char*>(p.dx.data) + at(p.dx) + t0 * es;
+    a.n = std::min(kTimeTile, p.seqlen - t0);
+    simd().bwd_time[W - 1](a);
+    fold_sums(dw, total, W * lanes);
+    fold_sums(db, total + W * lanes, lanes);
+  }
+  if (p.dinitial_states.present())  // x at s = jj-(W-1) reaches outputs 0..jj, whose g is carry
+    for (int jj = 0; jj < W - 1; ++jj) {
+      float v = 0.f;
+      for (int k = 0; k <= jj; ++k) v += w[k] * carry[jj - k];
+      store_dinit(p, b, c, jj, v);
+    }
+  for (int k = 0; k <= W; ++k)
+    for (int l = 0; l < lanes; ++l) sums[k] += total[k * lanes + l];
+}
+
 // starts: the batch row's runs of one seq_idx value (seq_runs), null without seq_idx. The row's
 // dweight and dbias are added to sums (W taps, then the bias).
 template <int W, bool SEQ>
 void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>* starts, double* sums,
              RowBuffers& buf) {
+  if constexpr (!SEQ && kHasStepsKernel<W>)
+    if (row_walk_problem(p)) return bwd_row_walk<W>(p, b, c, sums);
   const TensorRef &xt = p.x, &dt = p.dout;
   float w[W], w_rev[W];
   gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);

@@ -64,6 +64,24 @@ struct BwdStepsArgs {
 };
 using BwdStepsFn = void (*)(const BwdStepsArgs& a);
 
+// The backward over steps [0, n) of one channel-first row with unit time strides, in one pass
+// (SimdKernels::bwd_time, simd_bwd_steps.inc): g = dout * silu'(pre-activation) (or dout), dx =
+// sum_k w[k] * g[s + W-1-k], and the sums in `width` lanes, lane l taking the steps s = l mod width.
+struct BwdRowArgs {
+  int dtype;  // of x, dout and dx
+  bool silu;
+  const void* x;  // the row's step 0
+  const void* dout;
+  void* dx;
+  long long n;
+  const float* halo;  // W-1 floats: x before step 0
+  float* carry;       // W-1 floats: g at steps n.. on entry (0 past the row's end); g at 0.. on return
+  const float* w;     // W taps
+  float bias;
+  float *dw, *db;  // W rows of `width` lanes and a row: dw[k][l] += g[s] * x[s - (W-1) + k], db[l] += g[s]
+};
+using BwdRowFn = void (*)(const BwdRowArgs& a);
+
 // dtype arguments are cc1d_dtype values (CC1D_FLOAT32 for a float buffer); all arrays are
 // contiguous unless a stride is given (in elements).
 struct SimdKernels {
@@ -95,6 +113,9 @@ struct SimdKernels {
   // The backward over channel-last steps in one pass (BwdStepsArgs; simd_bwd_steps.inc). Index W-1;
   // nullptr where !kHasStepsKernel<W>.
   const BwdStepsFn* bwd_steps;
+  // The backward over a channel-first row in one pass (BwdRowArgs). Index W-1; nullptr where
+  // !kHasStepsKernel<W>.
+  const BwdRowFn* bwd_time;
   // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
   // of nc floats: g, and x with its W-1 steps of history first): per channel q,
   // dw[k*nc + q] += sum_i g[i*nc + q] x[(i+k)*nc + q] and db[q] += sum_i g[i*nc + q], i in order.

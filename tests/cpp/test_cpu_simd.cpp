@@ -354,6 +354,32 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
   cc1d::simd_override_for_testing(nullptr);
 }
 
+TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
+  // bwd_time (simd_bwd_steps.inc): unit time strides, widths 2-4, no seq_idx or dfinal_states.
+  // Rows of 1-5 steps (the row's end inside the first vector, the carry), 17 and 130, and 2047
+  // to 4100 (tiles of 2048 steps, the carry and halo between them); contiguous or padded rows, 5
+  // channels (the time-major tiling at every length); dinitial_states from the carry.
+  std::mt19937 rng = test_rng(210);
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    const int64_t lengths[] = {1, 2, 3, 5, 17, 130, 2047, 2048, 2049, 4100};
+    int i = 0;
+    for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (int64_t L : lengths) {
+        const Layout layout = i % 2 ? Layout::Padded : Layout::ChannelFirst;
+        BwdCase c{xdt, i % 4 == 0 ? xdt : CC1D_FLOAT32, 2 + i % 3, layout, 2, 5, L, i % 2 == 0, i % 3 != 2, false,
+                  i % 4 < 2, false};
+        c.dinit = i % 5 < 2;
+        c.dweight = i % 7 != 3;
+        c.dbias = i % 6 != 4;
+        run_bwd_case(c, rng, CC1D_BACKEND_CPU);
+        ++i;
+      }
+  }
+  cc1d::simd_override_for_testing(nullptr);
+}
+
 TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
   // decode_rows and decode_rows_short (widths 2, 4, 8, state rows of W and W-1: whole vectors of
   // channels, then a padded partial one), decode_ring (a ring of W-1: gathered; of W or W+3: its
