@@ -4,11 +4,15 @@
 // the W-1 values of g (the gradient of the pre-activation) that the later tile computed, so
 // silu's derivative is evaluated once per element. Short channel-first rows stored back to back
 // with no states or seq_idx take the packed kernels (packed_rows.h), each batch row's rows one
-// array. The others are converted to fp32 tiles and the loops run over the contiguous axis with
-// the width as a template parameter, so they vectorise:
+// array. The others have two tilings:
 //  - time-major (channel-first but for rows under 40 steps, and channel-last under 16 channels:
 //    cpu_time_major in tiling.h): one work item per row (b, c), vectorised over time;
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
+// At widths 2-4, rows with unit time strides and no seq_idx or dfinal_states (time-major), and
+// x, dout and dx with contiguous channels and no dfinal_states or dinitial_states
+// (channel-major), take one pass a tile (simd_bwd_steps.inc): x and dout read and converted
+// once, no float tiles. The rest are converted to fp32 tiles and the loops run over the
+// contiguous axis with the width as a template parameter, so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
 // whole tile without seq_idx): within a run every tap counts but those reaching before it (the
@@ -174,13 +178,13 @@ void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, double* sums) {
   const int lanes = simd().width;
   float dw[W * kLanes] = {}, db[kLanes] = {};
   double total[(W + 1) * kLanes] = {};
-  const auto at = [&](const TensorRef& t) { return (b * t.strides[0] + c * t.strides[1]) * dtype_size(p.x_dtype); };
+  const int64_t es = dtype_size(p.x_dtype);
+  const auto at = [&](const TensorRef& t) { return (b * t.strides[0] + c * t.strides[1]) * es; };
   BwdRowArgs a{};
   a.dtype = p.x_dtype, a.silu = p.silu, a.halo = halo, a.carry = carry, a.w = w, a.dw = dw, a.db = db;
   a.bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
   for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
     for (int j = 0; j < W - 1; ++j) halo[j] = x_at(p, b, c, t0 - (W - 1) + j);
-    const int64_t es = dtype_size(p.x_dtype);
     a.x = static_cast<const char*>(p.x.data) + at(p.x) + t0 * es;
     a.dout = static_cast<const char*>(p.dout.data) + at(p.dout) + t0 * es;
     a.dx = static_cast<char*>(p.dx.data) + at(p.dx) + t0 * es;
@@ -204,7 +208,7 @@ void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, double* sums) {
 template <int W, bool SEQ>
 void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>* starts, double* sums,
              RowBuffers& buf) {
-  if constexpr (!SEQ && kHasStepsKernel<W>)
+  if constexpr (!SEQ && kHasBwdWalk<W>)
     if (row_walk_problem(p)) return bwd_row_walk<W>(p, b, c, sums);
   const TensorRef &xt = p.x, &dt = p.dout;
   float w[W], w_rev[W];
@@ -451,9 +455,9 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
 // For x, dout and dx with contiguous channels, widths 2-4 and no dfinal_states or dinitial_states
 // (the tiles above serve the rest): x and dout read once, dx written once, no float tiles.
 
-bool steps_problem(const BwdProblem& p) {
-  return simd().bwd_steps[p.width - 1] && p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() && p.dx.strides[1] == 1 &&
-         !p.dfinal_states.present() && !p.dinitial_states.present();
+bool channel_walk_problem(const BwdProblem& p) {
+  return simd().bwd_steps[p.width - 1] && p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() &&
+         p.dx.strides[1] == 1 && !p.dfinal_states.present() && !p.dinitial_states.present();
 }
 
 constexpr int64_t kStepsFold = 256;  // steps whose fp32 sums join the totals at once
@@ -491,7 +495,8 @@ struct WalkBuffers {
 
 // Channels [c0, c0+nc) of batch row b, buf started for them; the row's sums are added to buf.total.
 template <int W>
-void bwd_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std::vector<int64_t>*, WalkBuffers& buf) {
+void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std::vector<int64_t>*,
+                      WalkBuffers& buf) {
   const int64_t ls = buf.ls;
   float* halo = buf.halo();
   for (int j = 0; j < W - 1; ++j) x_steps(p, b, j - (W - 1), 1, c0, nc, halo + j * ls);
@@ -569,7 +574,7 @@ struct Table {
   static constexpr RowFn row[] = {bwd_row<Ws, false>...};
   static constexpr RowFn row_seq[] = {bwd_row<Ws, true>...};
   static constexpr TileFn<TileBuffers> channels[] = {bwd_channels<Ws>...};
-  static constexpr TileFn<WalkBuffers> walk[] = {bwd_walk<Ws>...};
+  static constexpr TileFn<WalkBuffers> walk[] = {bwd_channel_walk<Ws>...};
 };
 using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 
@@ -628,7 +633,7 @@ void bwd_cpu(const Problem& problem) {
           for (int k = 0; k <= W; ++k) sums.at(grp, c0 + q)[k] = static_cast<float>(buf.total[k * nc + q]);
       }
     };
-    const bool walk = steps_problem(p);
+    const bool walk = channel_walk_problem(p);
     parallel_for(sums.groups * tiles, chunk_items(ct * group_steps), [&](int64_t begin, int64_t end) {
       if (walk) {
         WalkBuffers buf(W, ct);

@@ -33,7 +33,7 @@ constexpr int kMaxSimdWidth = 16;
 // tiles (the walk's instances for every width and dtype, with and without seq_idx, doubled each
 // SIMD unit's compile time).
 template <int W>
-constexpr bool kHasStepsKernel = W >= 2 && W <= 4;
+constexpr bool kHasBwdWalk = W >= 2 && W <= 4;
 // The walk's channels a chunk: its rows' chunks stay in L1 while it walks the steps (W = 4: 18 KB).
 constexpr long long kStepsChunk = 256;
 
@@ -111,10 +111,10 @@ struct SimdKernels {
   void (*const* bwd_packed)(int dtype, const void* x, const void* dout, long long len, const int* tab, const float* wt,
                             long long ws, bool silu, void* dx, float* g, float* sums, long long sn, long long nc);
   // The backward over channel-last steps in one pass (BwdStepsArgs; simd_bwd_steps.inc). Index W-1;
-  // nullptr where !kHasStepsKernel<W>.
+  // nullptr where !kHasBwdWalk<W>.
   const BwdStepsFn* bwd_steps;
   // The backward over a channel-first row in one pass (BwdRowArgs). Index W-1; nullptr where
-  // !kHasStepsKernel<W>.
+  // !kHasBwdWalk<W>.
   const BwdRowFn* bwd_time;
   // The backward's dweight and dbias over a channel-last tile of nt steps x nc channels (rows
   // of nc floats: g, and x with its W-1 steps of history first): per channel q,
