@@ -32,6 +32,19 @@ std::vector<const cc1d::SimdKernels*> builds() {
   return v;
 }
 
+// f(build) once under each build (simd_override_for_testing), the automatic choice again after.
+template <typename F>
+void under_each_build(F f) {
+  struct Restore {
+    ~Restore() { cc1d::simd_override_for_testing(nullptr); }
+  } restore;
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    cc1d::simd_override_for_testing(k);
+    f(k);
+  }
+}
+
 std::string build_names() {
   std::string s;
   for (const cc1d::SimdKernels* k : builds()) s += (s.empty() ? "" : ",") + std::string(k->name);
@@ -195,9 +208,7 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
 
 TEST_CASE("every SIMD build: the forward against the float64 reference") {
   std::mt19937 rng = test_rng(202);
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     REQUIRE(std::string(cc1d::simd().name) == k->name);
     // Channel-last 149 channels, channel-first 317 steps: groups of by_vectors (8 or 4 vectors),
     // single vectors and a partial one on every build (channel-first rows take 53 channels: more
@@ -211,8 +222,7 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
             run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, D, L, true, true, false, width != 4, true}, rng,
                          CC1D_BACKEND_CPU);
           }
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: channel-first rows packed back to back, no row reaching into the next") {
@@ -222,9 +232,7 @@ TEST_CASE("every SIMD build: channel-first rows packed back to back, no row reac
   // reference. Batch rows a gap apart; 300 channels: tiles of rows, the last one partial.
   std::mt19937 rng = test_rng(207);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
       for (int width : {2, 3, 4, 8})
         for (int64_t L : {1, 2, 3, 5, 8, 12, 16, 17, 21, 39, 127}) {
@@ -272,8 +280,7 @@ TEST_CASE("every SIMD build: channel-first rows packed back to back, no row reac
               }
           for (int64_t g : gaps(out)) REQUIRE_MESSAGE(out.get(g) == -7.0, "stray write at element " << g);
         }
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: the backward against the float64 reference") {
@@ -281,9 +288,7 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
   // reversed) and the channel-last tile sums (tap_sums): without seq_idx, and with segments of
   // up to 80 steps (the same kernels a run at a time) or 9 (the plain loops).
   std::mt19937 rng = test_rng(205);
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
       for (int width : {2, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
@@ -293,8 +298,7 @@ TEST_CASE("every SIMD build: the backward against the float64 reference") {
             c.max_segment = std::max(max_segment, 1);
             run_bwd_case(c, rng, CC1D_BACKEND_CPU);
           }
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: the backward of channel-first rows packed back to back") {
@@ -302,9 +306,7 @@ TEST_CASE("every SIMD build: the backward of channel-first rows packed back to b
   // dx masked to the row's end, the sums of a tile's elements per channel, batch rows in groups
   // of 256 / L (two groups at 127 steps); 300 channels: tiles of rows, the last one partial.
   std::mt19937 rng = test_rng(208);
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     const int widths[] = {2, 3, 4, 8, 5};
     int i = 0;
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
@@ -319,8 +321,7 @@ TEST_CASE("every SIMD build: the backward of channel-first rows packed back to b
         run_bwd_case(c, rng, CC1D_BACKEND_CPU);
         ++i;
       }
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
@@ -331,9 +332,7 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
   // between them); x, dout and dx a step 2D apart in the slice; seq_idx in a third of the cases,
   // segments of up to 3 or 40 steps with padding among them (the masked steps).
   std::mt19937 rng = test_rng(209);
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     const int widths[] = {2, 3, 4, 2, 3, 4};
     const int64_t lengths[] = {1, 2, 3, 9, 257, 600}, dims[] = {16, 149, 300};
     int i = 0;
@@ -350,8 +349,7 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
           c.dbias = i % 7 != 4;
           run_bwd_case(c, rng, CC1D_BACKEND_CPU);
         }
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
@@ -360,9 +358,7 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
   // to 4100 (tiles of 2048 steps, the carry and halo between them); contiguous or padded rows, 5
   // channels (the time-major tiling at every length); dinitial_states from the carry.
   std::mt19937 rng = test_rng(210);
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     const int64_t lengths[] = {1, 2, 3, 5, 17, 130, 2047, 2048, 2049, 4100};
     int i = 0;
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
@@ -376,8 +372,7 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
         run_bwd_case(c, rng, CC1D_BACKEND_CPU);
         ++i;
       }
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
@@ -387,9 +382,7 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
   // scalar steps beside them (widths 1, 3, and the dtype pairs decode_dtypes leaves out); padding
   // rows, gathered state rows, both x ranks.
   std::mt19937 rng = test_rng(203);
-  for (const cc1d::SimdKernels* k : builds()) {
-    INFO("build " << k->name);
-    cc1d::simd_override_for_testing(k);
+  under_each_build([&](const cc1d::SimdKernels* k) {
     for (int xdt = 0; xdt < 3; ++xdt)
       for (int wdt = 0; wdt < 3; ++wdt)
         for (int W : {1, 2, 3, 4, 8})
@@ -405,8 +398,7 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
       for (bool gather : {false, true})
         run_update_case(UpdateCase{xdt, xdt, 4, 60, 1000, 1, 4, false, gather, false, true, true, true}, rng,
                         CC1D_BACKEND_CPU);
-  }
-  cc1d::simd_override_for_testing(nullptr);
+  });
 }
 
 TEST_CASE("every SIMD build: the decode step moves state elements bit for bit, signalling NaNs too") {
