@@ -9,8 +9,8 @@
 //    cpu_time_major in tiling.h): one work item per row (b, c), vectorised over time;
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
 // At widths 2-4, rows with unit time strides and no seq_idx or dfinal_states (time-major), and
-// x, dout and dx with contiguous channels and no dfinal_states or dinitial_states
-// (channel-major), take one pass a tile (simd_bwd_steps.inc): x and dout read and converted
+// x, dout and dx with contiguous channels and no dfinal_states (channel-major), take one pass a
+// tile (simd_bwd_steps.inc): x and dout read and converted
 // once, no float tiles. The rest are converted to fp32 tiles and the loops run over the
 // contiguous axis with the width as a template parameter, so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
@@ -452,12 +452,12 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
 }
 
 // ---- channel-major in one pass (simd_bwd_steps.inc) ------------------------------------------
-// For x, dout and dx with contiguous channels, widths 2-4 and no dfinal_states or dinitial_states
-// (the tiles above serve the rest): x and dout read once, dx written once, no float tiles.
+// For x, dout and dx with contiguous channels, widths 2-4 and no dfinal_states (the tiles above
+// serve the rest): x and dout read once, dx written once, no float tiles.
 
 bool channel_walk_problem(const BwdProblem& p) {
   return simd().bwd_steps[p.width - 1] && p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() &&
-         p.dx.strides[1] == 1 && !p.dfinal_states.present() && !p.dinitial_states.present();
+         p.dx.strides[1] == 1 && !p.dfinal_states.present();
 }
 
 constexpr int64_t kStepsFold = 256;  // steps whose fp32 sums join the totals at once
@@ -520,6 +520,19 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
     a.lo = std::max<int64_t>(0, a.hi - kStepsFold);
     simd().bwd_steps[W - 1](a);
     for (int k = 0; k <= W; ++k) fold_sums(buf.dw() + k * ls, buf.total.data() + k * nc, nc);  // db: row W
+  }
+  if (!p.dinitial_states.present()) return;
+  // x at s = jj-(W-1) (token 0's segment) reaches outputs 0..jj, whose g the ring holds now.
+  const TensorRef& d = p.dinitial_states;
+  float* row = halo;  // read no more
+  for (int jj = 0; jj < W - 1; ++jj) {
+    std::fill(row, row + nc, 0.f);
+    for (int k = 0; k <= jj; ++k) {
+      if (a.seq && a.seq[jj - k] != a.seq[0]) continue;
+      const float *g = buf.gring() + (jj - k + W) % W * ls, *wk = buf.wt() + k * ls;
+      for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
+    }
+    scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c0 * d.strides[1] + jj * d.strides[2], d.strides[1], nc, row);
   }
 }
 
