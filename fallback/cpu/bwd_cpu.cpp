@@ -10,9 +10,9 @@
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
 // At widths 2-4, rows with unit time strides and no seq_idx or dfinal_states (time-major), and
 // x, dout and dx with contiguous channels and no dfinal_states (channel-major), take one pass a
-// tile (simd_bwd_steps.inc): x and dout read and converted
-// once, no float tiles. The rest are converted to fp32 tiles and the loops run over the
-// contiguous axis with the width as a template parameter, so they vectorise.
+// tile (simd_bwd_steps.inc): x and dout read and converted once, no float tiles. The rest are
+// converted to fp32 tiles and the loops run over the contiguous axis with the width as a
+// template parameter, so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
 // whole tile without seq_idx): within a run every tap counts but those reaching before it (the
@@ -170,9 +170,10 @@ bool row_walk_problem(const BwdProblem& p) {
          p.dx.strides[2] == 1 && !p.seq_idx.present() && !p.dfinal_states.present();
 }
 
-// bwd_row's walk for row_walk_problem: its sums as bwd_row's.
+// bwd_row for row_walk_problem (bwd_cpu picks it, once a call).
 template <int W>
-void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, double* sums) {
+void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>*, double* sums,
+                  RowBuffers&) {
   float w[W], halo[W], carry[W] = {};  // carry: g after the tile, 0 past the row's end
   gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
   const int lanes = simd().width;
@@ -208,8 +209,6 @@ void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, double* sums) {
 template <int W, bool SEQ>
 void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>* starts, double* sums,
              RowBuffers& buf) {
-  if constexpr (!SEQ && kHasBwdWalk<W>)
-    if (row_walk_problem(p)) return bwd_row_walk<W>(p, b, c, sums);
   const TensorRef &xt = p.x, &dt = p.dout;
   float w[W], w_rev[W];
   gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
@@ -586,6 +585,7 @@ template <int... Ws>
 struct Table {
   static constexpr RowFn row[] = {bwd_row<Ws, false>...};
   static constexpr RowFn row_seq[] = {bwd_row<Ws, true>...};
+  static constexpr RowFn row_walk[] = {bwd_row_walk<Ws>...};  // called where row_walk_problem
   static constexpr TileFn<TileBuffers> channels[] = {bwd_channels<Ws>...};
   static constexpr TileFn<WalkBuffers> walk[] = {bwd_channel_walk<Ws>...};
 };
@@ -625,7 +625,9 @@ void bwd_cpu(const Problem& problem) {
   if (packed_bwd_problem(p)) {
     bwd_packed(p, sums);
   } else if (cpu_time_major(p)) {
-    const auto row = p.seq_idx.present() ? Kernels::row_seq[W - 1] : Kernels::row[W - 1];
+    const auto row = row_walk_problem(p)       ? Kernels::row_walk[W - 1]
+                     : p.seq_idx.present() ? Kernels::row_seq[W - 1]
+                                           : Kernels::row[W - 1];
     parallel_for(sums.groups * p.dim, chunk_items(group_steps), [&](int64_t begin, int64_t end) {
       RowBuffers buf(W, std::min(kTimeTile, p.seqlen));
       for (int64_t item = begin; item < end; ++item) {
