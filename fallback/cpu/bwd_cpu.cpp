@@ -9,8 +9,8 @@
 //    cpu_time_major in tiling.h): one work item per row (b, c), vectorised over time;
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
 // At widths 2-4, rows with unit time strides and no seq_idx or dfinal_states (time-major), and
-// x, dout and dx with contiguous channels and no dfinal_states (channel-major), take one pass a
-// tile (simd_bwd_steps.inc): x and dout read and converted once, no float tiles. The rest are
+// x, dout and dx with contiguous channels (channel-major), take one pass a tile
+// (simd_bwd_steps.inc): x and dout read and converted once, no float tiles. The rest are
 // converted to fp32 tiles and the loops run over the contiguous axis with the width as a
 // template parameter, so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
@@ -59,6 +59,17 @@ float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
   if (!p.dfinal_states.present() || j < 0 || j >= p.width - 1) return 0.f;
   const TensorRef& f = p.dfinal_states;
   return load(f.data, p.x_dtype, b * f.strides[0] + c * f.strides[1] + j * f.strides[2]);
+}
+
+// dfinal_states' row for step s (s < seqlen) of channels [c0, c0+nc) added to row, through
+// scratch (nc floats). A row at once: an element at a time, it took 3 times the whole backward
+// of rows of 8 steps, 3 in 8 of whose steps it touches.
+void add_dfinal_row(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, int64_t s, float* row, float* scratch) {
+  const int64_t j = s - (p.seqlen - (p.width - 1));
+  if (!p.dfinal_states.present() || j < 0) return;
+  const TensorRef& f = p.dfinal_states;
+  gather_fn(p.x_dtype)(f.data, b * f.strides[0] + c0 * f.strides[1] + j * f.strides[2], f.strides[1], nc, scratch);
+  for (int64_t q = 0; q < nc; ++q) row[q] += scratch[q];
 }
 
 void store_dinit(const BwdProblem& p, int64_t b, int64_t c, int j, float v) {
@@ -394,16 +405,7 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
     }
     // dx at t0+i for i in [0, nt) (dx_tile: the tile's rows of z, written at once), and in the
     // first tile dinitial_states at -(W-1)..-1.
-    // dfinal_states' row for step s gathered at once (an element at a time, it took 3 times the
-    // whole backward of rows of 8 steps, 3 in 8 of whose steps it touches).
-    const auto add_dfinal = [&](int64_t s, float* row) {
-      const int64_t j = s - (p.seqlen - (W - 1));  // below W-1: s < seqlen
-      if (!p.dfinal_states.present() || j < 0) return;
-      const TensorRef& f = p.dfinal_states;
-      gather_fn(p.x_dtype)(f.data, b * f.strides[0] + c0 * f.strides[1] + j * f.strides[2], f.strides[1], nc,
-                           buf.dfinal.data());
-      for (int64_t q = 0; q < nc; ++q) row[q] += buf.dfinal[q];
-    };
+    const auto add_dfinal = [&](int64_t s, float* row) { add_dfinal_row(p, b, c0, nc, s, row, buf.dfinal.data()); };
     if (dx_tile) {
       for (int64_t i = 0; i < nt; ++i) add_dfinal(t0 + i, &z[i * nc]);
       put_steps(p.dx, p.x_dtype, b, t0, nt, c0, nc, z.data());
@@ -451,18 +453,19 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
 }
 
 // ---- channel-major in one pass (simd_bwd_steps.inc) ------------------------------------------
-// For x, dout and dx with contiguous channels, widths 2-4 and no dfinal_states (the tiles above
-// serve the rest): x and dout read once, dx written once, no float tiles.
+// For x, dout and dx with contiguous channels and widths 2-4 (the tiles above serve the rest):
+// x and dout read once, dx written once (but its last W-1 steps with dfinal_states), no float
+// tiles.
 
 bool channel_walk_problem(const BwdProblem& p) {
   return simd().bwd_steps[p.width - 1] && p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() &&
-         p.dx.strides[1] == 1 && !p.dfinal_states.present();
+         p.dx.strides[1] == 1;
 }
 
 constexpr int64_t kStepsFold = 256;  // steps whose fp32 sums join the totals at once
 
 // The walk's rows of up to nc floats, ls apart: the taps, dweight's and dbias's sums, the bias,
-// the x and g rings and the x before step 0 (BwdStepsArgs). Rows a multiple of 4 KiB apart fall
+// the x and g rings, the x before step 0 (BwdStepsArgs), and two rows of scratch. Rows a multiple of 4 KiB apart fall
 // in the same L1 sets, and a chunk's 5W+1 rows are more than a set's 12 ways; rows a chunk apart
 // modulo 4 KiB spread over the sets. 4x2048x2048 bf16, one thread, median of 9 alternated in one
 // process: rows 4 KiB apart 35.9 ms, 4 KiB and a line 29.5, 4 KiB and a chunk (1 KiB) 22.2.
@@ -475,7 +478,7 @@ struct WalkBuffers {
   WalkBuffers(int width, int64_t nc)
       : W(width),
         ls(nc <= kStepsChunk ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + kStepsChunk),
-        rows((5 * width + 1) * ls),
+        rows((5 * width + 3) * ls),
         total((width + 1) * nc) {}
   float* row(int r) { return rows.data() + r * ls; }
   float* wt() { return row(0); }
@@ -485,6 +488,7 @@ struct WalkBuffers {
   float* xring() { return row(2 * W + 2); }
   float* gring() { return row(3 * W + 2); }
   float* halo() { return row(4 * W + 2); }
+  float* scratch(int i) { return row(5 * W + 1 + i); }
   void start(const BwdProblem& p, int64_t c0, int64_t nc) {
     gather_taps(p, c0, nc, wt(), ls, bias());
     std::fill(dw(), dw() + (W + 1) * ls, 0.f);  // dw's rows, then db's
@@ -515,22 +519,42 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
     for (int64_t s = -(W - 1); s < p.seqlen + W - 1; ++s) buf.seq[s + W - 1] = seq_at(p, b, s);
     a.seq = buf.seq.data() + (W - 1);
   }
+  // g at step r (the ring's row while it holds r) and whether it reaches x at step s.
+  const auto g_at = [&](int64_t r) { return buf.gring() + (r + W) % W * ls; };
+  const auto reaches = [&](int64_t r, int64_t s) { return !a.seq || a.seq[r] == a.seq[s]; };
+  float *row = buf.scratch(0), *scratch = buf.scratch(1);
+  // dfinal_states adds to dx at the row's last W-1 steps, which are then a call of their own:
+  // their dx rows are summed again from the g ring with it added (adding it to the kernel's
+  // rounded rows would round twice).
+  const bool dfinal = p.dfinal_states.present();
   for (a.hi = p.seqlen; a.hi > 0; a.hi = a.lo) {
-    a.lo = std::max<int64_t>(0, a.hi - kStepsFold);
+    const bool last = dfinal && a.hi == p.seqlen;
+    a.lo = std::max<int64_t>(0, a.hi - (last ? W - 1 : kStepsFold));
     simd().bwd_steps[W - 1](a);
     for (int k = 0; k <= W; ++k) fold_sums(buf.dw() + k * ls, buf.total.data() + k * nc, nc);  // db: row W
+    for (int64_t s = a.lo; last && s < a.hi; ++s) {
+      std::fill(row, row + nc, 0.f);
+      for (int k = 0; k < W; ++k) {
+        const int64_t r = s + W - 1 - k;  // the output tap k of x at s feeds
+        if (r >= p.seqlen || !reaches(r, s)) continue;
+        const float *g = g_at(r), *wk = buf.wt() + k * ls;
+        for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
+      }
+      add_dfinal_row(p, b, c0, nc, s, row, scratch);
+      put_steps(p.dx, p.x_dtype, b, s, 1, c0, nc, row);
+    }
   }
   if (!p.dinitial_states.present()) return;
   // x at s = jj-(W-1) (token 0's segment) reaches outputs 0..jj, whose g the ring holds now.
   const TensorRef& d = p.dinitial_states;
-  float* row = halo;  // read no more
   for (int jj = 0; jj < W - 1; ++jj) {
     std::fill(row, row + nc, 0.f);
     for (int k = 0; k <= jj; ++k) {
-      if (a.seq && a.seq[jj - k] != a.seq[0]) continue;
-      const float *g = buf.gring() + (jj - k + W) % W * ls, *wk = buf.wt() + k * ls;
+      if (!reaches(jj - k, 0)) continue;
+      const float *g = g_at(jj - k), *wk = buf.wt() + k * ls;
       for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
     }
+    add_dfinal_row(p, b, c0, nc, jj - (W - 1), row, scratch);
     scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c0 * d.strides[1] + jj * d.strides[2], d.strides[1], nc, row);
   }
 }

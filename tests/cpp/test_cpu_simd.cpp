@@ -325,8 +325,9 @@ TEST_CASE("every SIMD build: the backward of channel-first rows packed back to b
 }
 
 TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
-  // bwd_steps (simd_bwd_steps.inc): contiguous channels, widths 2-4 (the others: the tiles), no
-  // dfinal_states; dinitial_states in a quarter of the cases.
+  // bwd_steps (simd_bwd_steps.inc): contiguous channels, widths 2-4 (the others: the tiles);
+  // dinitial_states in a quarter of the cases, dfinal_states in 2 of 5 (the last W-1 steps' dx
+  // summed again, and in rows shorter than W-1, dinitial_states).
   // Chunks of 256 channels (300: a partial one, 149 and 16: a vector tail or none), rows shorter
   // than the width (the halo only), and over 256 steps (two and three calls, the rings carried
   // between them); x, dout and dx a step 2D apart in the slice; seq_idx in a third of the cases,
@@ -343,6 +344,7 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
           BwdCase c{xdt, i % 4 == 0 ? xdt : CC1D_FLOAT32, widths[i % 6], layout, 2, D, L, i % 2 == 0, i % 3 != 2,
                     false, i % 4 < 2, false};
           c.dinit = i % 4 == 3;  // from the g rings after the walk
+          c.dfinal = i % 5 == 1 || i % 5 == 2;
           c.seq = i % 3 == 1;
           c.max_segment = i % 2 ? 3 : 40;
           c.dweight = i % 5 != 3;
