@@ -10,9 +10,9 @@
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
 // At widths 2-4, rows with unit time strides and no seq_idx or dfinal_states (time-major), and
 // x, dout and dx with contiguous channels (channel-major), take one pass a tile
-// (simd_bwd_steps.inc): x and dout read and converted once, no float tiles. The rest are
-// converted to fp32 tiles and the loops run over the contiguous axis with the width as a
-// template parameter, so they vectorise.
+// (simd_bwd_steps.inc, driven by bwd_walk.cpp): x and dout read and converted once, no float
+// tiles. The rest are converted to fp32 tiles and the loops run over the contiguous axis with
+// the width as a template parameter, so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
 // whole tile without seq_idx): within a run every tap counts but those reaching before it (the
@@ -28,10 +28,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "fallback/cpu/convert.h"
+#include "fallback/cpu/bwd_cpu.h"
 #include "fallback/cpu/packed_rows.h"
-#include "fallback/cpu/segments.h"
-#include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
 #include "fallback/cpu/tiling.h"
 #include "fallback/cpu/x_rows.h"
@@ -41,17 +39,12 @@ namespace cc1d {
 
 namespace {
 
-constexpr int64_t kTimeTile = 2048;  // time-major: steps per tile
+using namespace bwdcpu;
+
 constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
 constexpr int64_t kCLChanTileMin = 128, kCLChanTileMax = 1024;  // channel-major: channels per item
 constexpr int64_t kCLFoldTiles = 16;  // channel-major: tiles whose fp32 sums join the totals at once
-// Independent fp32 accumulators of a dot product over time: a SIMD build's vector (row_sums, the
-// fused passes) at most, and the plain loops' (seq_idx's short runs).
-constexpr int kLanes = kMaxSimdWidth;
 constexpr int64_t kPackedTile = 1024;  // packed rows: elements a tile (its sums' accumulators in L1)
-
-// The segment of step s of batch row b: token 0's before 0, -1 (none) from seqlen on.
-int seq_at(const BwdProblem& p, int64_t b, int64_t s) { return s < p.seqlen ? seq_value(p.seq_idx, b, s) : -1; }
 
 // What dfinal_states adds to the gradient of x at time s.
 float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
@@ -59,30 +52,6 @@ float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
   if (!p.dfinal_states.present() || j < 0 || j >= p.width - 1) return 0.f;
   const TensorRef& f = p.dfinal_states;
   return load(f.data, p.x_dtype, b * f.strides[0] + c * f.strides[1] + j * f.strides[2]);
-}
-
-// dfinal_states' row for step s (s < seqlen) of channels [c0, c0+nc) added to row, through
-// scratch (nc floats). A row at once: an element at a time, it took 3 times the whole backward
-// of rows of 8 steps, 3 in 8 of whose steps it touches.
-void add_dfinal_row(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, int64_t s, float* row, float* scratch) {
-  const int64_t j = s - (p.seqlen - (p.width - 1));
-  if (!p.dfinal_states.present() || j < 0) return;
-  const TensorRef& f = p.dfinal_states;
-  gather_fn(p.x_dtype)(f.data, b * f.strides[0] + c0 * f.strides[1] + j * f.strides[2], f.strides[1], nc, scratch);
-  for (int64_t q = 0; q < nc; ++q) row[q] += scratch[q];
-}
-
-void store_dinit(const BwdProblem& p, int64_t b, int64_t c, int j, float v) {
-  const TensorRef& d = p.dinitial_states;
-  scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c * d.strides[1] + j * d.strides[2], 1, 1, &v);
-}
-
-// n fp32 partial sums added into their double totals, and zeroed for the next tile.
-void fold_sums(float* part, double* total, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    total[i] += part[i];
-    part[i] = 0.f;
-  }
 }
 
 // Each item's sums: per (group of batch rows, channel) the W taps of dweight then dbias. A group
@@ -164,56 +133,6 @@ struct RowTile {
     }
   }
 };
-
-// A worker's tile buffers, allocated once per chunk of items; nt: the longest tile,
-// min(kTimeTile, seqlen).
-struct RowBuffers {
-  std::vector<float> x, z, g, dx, save;
-  std::vector<int> seg;
-  RowBuffers(int W, int64_t nt)
-      : x(nt + W - 1), z(nt), g(nt + W - 1), dx(nt), save(W), seg(nt + 2 * (W - 1)) {}
-};
-
-// Rows with unit time strides in x, dout and dx, widths 2-4, no seq_idx or dfinal_states: one
-// pass a tile (SimdKernels::bwd_time), x and dout read once and dx written once.
-bool row_walk_problem(const BwdProblem& p) {
-  return simd().bwd_time[p.width - 1] && p.x.strides[2] == 1 && p.dout.strides[2] == 1 && p.dx.present() &&
-         p.dx.strides[2] == 1 && !p.seq_idx.present() && !p.dfinal_states.present();
-}
-
-// bwd_row for row_walk_problem (bwd_cpu picks it, once a call).
-template <int W>
-void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_t>*, double* sums,
-                  RowBuffers&) {
-  float w[W], halo[W], carry[W] = {};  // carry: g after the tile, 0 past the row's end
-  gather_fn(p.w_dtype)(p.weight.data, c * p.weight.strides[0], p.weight.strides[1], W, w);
-  const int lanes = simd().width;
-  float dw[W * kLanes] = {}, db[kLanes] = {};
-  double total[(W + 1) * kLanes] = {};
-  const int64_t es = dtype_size(p.x_dtype);
-  const auto at = [&](const TensorRef& t) { return (b * t.strides[0] + c * t.strides[1]) * es; };
-  BwdRowArgs a{};
-  a.dtype = p.x_dtype, a.silu = p.silu, a.halo = halo, a.carry = carry, a.w = w, a.dw = dw, a.db = db;
-  a.bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
-  for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
-    for (int j = 0; j < W - 1; ++j) halo[j] = x_at(p, b, c, t0 - (W - 1) + j);
-    a.x = static_cast<const char*>(p.x.data) + at(p.x) + t0 * es;
-    a.dout = static_cast<const char*>(p.dout.data) + at(p.dout) + t0 * es;
-    a.dx = static_cast<char*>(p.dx.data) + at(p.dx) + t0 * es;
-    a.n = std::min(kTimeTile, p.seqlen - t0);
-    simd().bwd_time[W - 1](a);
-    fold_sums(dw, total, W * lanes);
-    fold_sums(db, total + W * lanes, lanes);
-  }
-  if (p.dinitial_states.present())  // x at s = jj-(W-1) reaches outputs 0..jj, whose g is carry
-    for (int jj = 0; jj < W - 1; ++jj) {
-      float v = 0.f;
-      for (int k = 0; k <= jj; ++k) v += w[k] * carry[jj - k];
-      store_dinit(p, b, c, jj, v);
-    }
-  for (int k = 0; k <= W; ++k)
-    for (int l = 0; l < lanes; ++l) sums[k] += total[k * lanes + l];
-}
 
 // starts: the batch row's runs of one seq_idx value (seq_runs), null without seq_idx. The row's
 // dweight and dbias are added to sums (W taps, then the bias).
@@ -303,15 +222,6 @@ void bwd_row(const BwdProblem& p, int64_t b, int64_t c, const std::vector<int64_
     for (int l = 0; l < kLanes; ++l) s += total[k][l];
     sums[k] += s;
   }
-}
-
-// Channels [c0, c0+nc)'s taps as W rows of floats ws apart at w, and their bias (0 without one).
-void gather_taps(const BwdProblem& p, int64_t c0, int64_t nc, float* w, int64_t ws, float* bias) {
-  const GatherFn gw = gather_fn(p.w_dtype);
-  for (int k = 0; k < p.width; ++k)
-    gw(p.weight.data, c0 * p.weight.strides[0] + k * p.weight.strides[1], p.weight.strides[0], nc, w + k * ws);
-  std::fill(bias, bias + nc, 0.f);
-  if (p.bias.present()) gw(p.bias.data, c0 * p.bias.strides[0], p.bias.strides[0], nc, bias);
 }
 
 // ---- channel-major: one (batch, channel tile), vectorised over channels --------------------
@@ -452,113 +362,6 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
   }
 }
 
-// ---- channel-major in one pass (simd_bwd_steps.inc) ------------------------------------------
-// For x, dout and dx with contiguous channels and widths 2-4 (the tiles above serve the rest):
-// x and dout read once, dx written once (but its last W-1 steps with dfinal_states), no float
-// tiles.
-
-bool channel_walk_problem(const BwdProblem& p) {
-  return simd().bwd_steps[p.width - 1] && p.x.strides[1] == 1 && p.dout.strides[1] == 1 && p.dx.present() &&
-         p.dx.strides[1] == 1;
-}
-
-constexpr int64_t kStepsFold = 256;  // steps whose fp32 sums join the totals at once
-
-// The walk's rows of up to nc floats, ls apart: the taps, dweight's and dbias's sums, the bias,
-// the x and g rings, the x before step 0 (BwdStepsArgs), and two rows of scratch. Rows a multiple of 4 KiB apart fall
-// in the same L1 sets, and a chunk's 5W+1 rows are more than a set's 12 ways; rows a chunk apart
-// modulo 4 KiB spread over the sets. 4x2048x2048 bf16, one thread, median of 9 alternated in one
-// process: rows 4 KiB apart 35.9 ms, 4 KiB and a line 29.5, 4 KiB and a chunk (1 KiB) 22.2.
-struct WalkBuffers {
-  int W;
-  int64_t ls;
-  std::vector<float> rows;
-  std::vector<double> total;  // dw then db, as TileBuffers
-  std::vector<int> seq;       // with seq_idx: a batch row's ids (BwdStepsArgs::seq), from step -(W-1)
-  WalkBuffers(int width, int64_t nc)
-      : W(width),
-        ls(nc <= kStepsChunk ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + kStepsChunk),
-        rows((5 * width + 3) * ls),
-        total((width + 1) * nc) {}
-  float* row(int r) { return rows.data() + r * ls; }
-  float* wt() { return row(0); }
-  float* dw() { return row(W); }
-  float* db() { return row(2 * W); }
-  float* bias() { return row(2 * W + 1); }
-  float* xring() { return row(2 * W + 2); }
-  float* gring() { return row(3 * W + 2); }
-  float* halo() { return row(4 * W + 2); }
-  float* scratch(int i) { return row(5 * W + 1 + i); }
-  void start(const BwdProblem& p, int64_t c0, int64_t nc) {
-    gather_taps(p, c0, nc, wt(), ls, bias());
-    std::fill(dw(), dw() + (W + 1) * ls, 0.f);  // dw's rows, then db's
-    std::fill(total.begin(), total.end(), 0.);
-  }
-};
-
-// Channels [c0, c0+nc) of batch row b, buf started for them; the row's sums are added to buf.total.
-template <int W>
-void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const std::vector<int64_t>*,
-                      WalkBuffers& buf) {
-  const int64_t ls = buf.ls;
-  float* halo = buf.halo();
-  for (int j = 0; j < W - 1; ++j) x_steps(p, b, j - (W - 1), 1, c0, nc, halo + j * ls);
-  for (int64_t s = p.seqlen - (W - 1); s < p.seqlen; ++s) x_steps(p, b, s, 1, c0, nc, buf.xring() + (s + W) % W * ls);
-  std::fill(buf.gring(), buf.gring() + W * ls, 0.f);  // g past the row's end
-  const auto at = [&](const TensorRef& t) { return (b * t.strides[0] + c0) * dtype_size(p.x_dtype); };
-  BwdStepsArgs a{};
-  a.dtype = p.x_dtype, a.silu = p.silu;
-  a.x = static_cast<const char*>(p.x.data) + at(p.x);
-  a.dout = static_cast<const char*>(p.dout.data) + at(p.dout);
-  a.dx = static_cast<char*>(p.dx.data) + at(p.dx);
-  a.xs = p.x.strides[2], a.ds = p.dout.strides[2], a.dxs = p.dx.strides[2], a.nc = nc, a.ls = ls;
-  a.halo = halo, a.wt = buf.wt(), a.bias = buf.bias();
-  a.xring = buf.xring(), a.gring = buf.gring(), a.dw = buf.dw(), a.db = buf.db();
-  if (p.seq_idx.present()) {
-    buf.seq.resize(p.seqlen + 2 * (W - 1));
-    for (int64_t s = -(W - 1); s < p.seqlen + W - 1; ++s) buf.seq[s + W - 1] = seq_at(p, b, s);
-    a.seq = buf.seq.data() + (W - 1);
-  }
-  // g at step r (the ring's row while it holds r) and whether it reaches x at step s.
-  const auto g_at = [&](int64_t r) { return buf.gring() + (r + W) % W * ls; };
-  const auto reaches = [&](int64_t r, int64_t s) { return !a.seq || a.seq[r] == a.seq[s]; };
-  float *row = buf.scratch(0), *scratch = buf.scratch(1);
-  // dfinal_states adds to dx at the row's last W-1 steps, which are then a call of their own:
-  // their dx rows are summed again from the g ring with it added (adding it to the kernel's
-  // rounded rows would round twice).
-  const bool dfinal = p.dfinal_states.present();
-  for (a.hi = p.seqlen; a.hi > 0; a.hi = a.lo) {
-    const bool last = dfinal && a.hi == p.seqlen;
-    a.lo = std::max<int64_t>(0, a.hi - (last ? W - 1 : kStepsFold));
-    simd().bwd_steps[W - 1](a);
-    for (int k = 0; k <= W; ++k) fold_sums(buf.dw() + k * ls, buf.total.data() + k * nc, nc);  // db: row W
-    for (int64_t s = a.lo; last && s < a.hi; ++s) {
-      std::fill(row, row + nc, 0.f);
-      for (int k = 0; k < W; ++k) {
-        const int64_t r = s + W - 1 - k;  // the output tap k of x at s feeds
-        if (r >= p.seqlen || !reaches(r, s)) continue;
-        const float *g = g_at(r), *wk = buf.wt() + k * ls;
-        for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
-      }
-      add_dfinal_row(p, b, c0, nc, s, row, scratch);
-      put_steps(p.dx, p.x_dtype, b, s, 1, c0, nc, row);
-    }
-  }
-  if (!p.dinitial_states.present()) return;
-  // x at s = jj-(W-1) (token 0's segment) reaches outputs 0..jj, whose g the ring holds now.
-  const TensorRef& d = p.dinitial_states;
-  for (int jj = 0; jj < W - 1; ++jj) {
-    std::fill(row, row + nc, 0.f);
-    for (int k = 0; k <= jj; ++k) {
-      if (!reaches(jj - k, 0)) continue;
-      const float *g = g_at(jj - k), *wk = buf.wt() + k * ls;
-      for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
-    }
-    add_dfinal_row(p, b, c0, nc, jj - (W - 1), row, scratch);
-    scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c0 * d.strides[1] + jj * d.strides[2], d.strides[1], nc, row);
-  }
-}
-
 // ---- packed: short channel-first rows stored back to back (packed_rows.h) -------------------
 // An item: a group's batch rows of one tile of rows, each batch row one call of the packed
 // kernel, which adds its sums into an accumulator per element of the tile (and tap); the group's
@@ -602,16 +405,11 @@ void bwd_packed(const BwdProblem& p, Sums& sums) {
   });
 }
 
-using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, const std::vector<int64_t>*, double*, RowBuffers&);
-template <typename Buffers>
-using TileFn = void (*)(const BwdProblem&, int64_t, int64_t, int64_t, const std::vector<int64_t>*, Buffers&);
 template <int... Ws>
 struct Table {
   static constexpr RowFn row[] = {bwd_row<Ws, false>...};
   static constexpr RowFn row_seq[] = {bwd_row<Ws, true>...};
-  static constexpr RowFn row_walk[] = {bwd_row_walk<Ws>...};  // called where row_walk_problem
   static constexpr TileFn<TileBuffers> channels[] = {bwd_channels<Ws>...};
-  static constexpr TileFn<WalkBuffers> walk[] = {bwd_channel_walk<Ws>...};
 };
 using Kernels = Table<1, 2, 3, 4, 5, 6, 7, 8>;
 
@@ -649,7 +447,7 @@ void bwd_cpu(const Problem& problem) {
   if (packed_bwd_problem(p)) {
     bwd_packed(p, sums);
   } else if (cpu_time_major(p)) {
-    const auto row = row_walk_problem(p)       ? Kernels::row_walk[W - 1]
+    const auto row = row_walk_problem(p)       ? row_walk(W)
                      : p.seq_idx.present() ? Kernels::row_seq[W - 1]
                                            : Kernels::row[W - 1];
     parallel_for(sums.groups * p.dim, chunk_items(group_steps), [&](int64_t begin, int64_t end) {
@@ -676,7 +474,7 @@ void bwd_cpu(const Problem& problem) {
     parallel_for(sums.groups * tiles, chunk_items(ct * group_steps), [&](int64_t begin, int64_t end) {
       if (walk) {
         WalkBuffers buf(W, ct);
-        items(begin, end, buf, Kernels::walk[W - 1]);
+        items(begin, end, buf, channel_walk(W));
       } else {
         TileBuffers buf(W, ct, std::min(kCLTimeTile, p.seqlen));
         items(begin, end, buf, Kernels::channels[W - 1]);
