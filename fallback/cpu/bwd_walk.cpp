@@ -110,10 +110,22 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
   }
 }
 
+// The drivers at the widths with a SIMD walk (kHasBwdWalk); nullptr at the others, whose calls
+// the *_walk_problem tests send to the tiles.
+template <int W>
+constexpr RowFn row_at() {
+  if constexpr (kHasBwdWalk<W>) return bwd_row_walk<W>;
+  return nullptr;
+}
+template <int W>
+constexpr TileFn<WalkBuffers> channel_at() {
+  if constexpr (kHasBwdWalk<W>) return bwd_channel_walk<W>;
+  return nullptr;
+}
 template <int... Ws>
 struct Walks {
-  static constexpr RowFn row[] = {bwd_row_walk<Ws>...};
-  static constexpr TileFn<WalkBuffers> channel[] = {bwd_channel_walk<Ws>...};
+  static constexpr RowFn row[] = {row_at<Ws>()...};
+  static constexpr TileFn<WalkBuffers> channel[] = {channel_at<Ws>()...};
 };
 using Table = Walks<1, 2, 3, 4, 5, 6, 7, 8>;
 
