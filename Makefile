@@ -23,14 +23,15 @@ BUILD_ASAN ?= build/cmake-asan
 # (.ci/run), so that `make test` stays under 15 minutes on a 2-core machine.
 CTEST_SLOW = $(if $(filter 1,$(CC1D_TEST_SLOW)),,-LE slow)
 
-.PHONY: demo test setup cpp-test asan-test py-test aarch64-test bench clean
+.PHONY: demo test setup cpp-test asan-test py-test aarch64-test old-torch-test bench clean
 
 demo: setup
 	$(VENV)/bin/causal-conv1d demo
 
 # CC1D_TEST_SLOW=1 (CI) adds the aarch64 build, cross-compiled and its tests run under qemu-user
-# (11.5 minutes on 2 cores, 3.5 more when ccache is cold).
-test: setup cpp-test asan-test py-test $(if $(filter 1,$(CC1D_TEST_SLOW)),aarch64-test)
+# (11.5 minutes on 2 cores, 3.5 more when ccache is cold), and the Python tests under the oldest
+# torch pyproject.toml accepts (old-torch-test: 2-3 minutes, 5 more to make its venv once).
+test: setup cpp-test asan-test py-test $(if $(filter 1,$(CC1D_TEST_SLOW)),aarch64-test old-torch-test)
 
 setup:
 	@scripts/setup.sh
@@ -54,6 +55,11 @@ asan-test:
 
 py-test:
 	$(VENV)/bin/python -m pytest -q
+
+# The Python tests under torch 2.1 (or the oldest torch with a wheel for this Python), against the
+# Release build's libcc1d: scripts/old_torch_test.sh.
+old-torch-test: cpp-test
+	scripts/old_torch_test.sh $(BUILD)
 
 # libcc1d for aarch64 (Grace), its C++ tests under qemu-user: scripts/aarch64_test.sh.
 aarch64-test: setup

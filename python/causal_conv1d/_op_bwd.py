@@ -233,14 +233,18 @@ def _fake(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out,
 bwd = _ops.register("bwd", SCHEMA, bwd_impl, _fake, mutates=("dx_out",))
 
 
+# A constant of the trace under torch.compile: TorchDynamo before torch 2.4 cannot read os.environ.
+@torch.compiler.assume_constant_result
+def _env_turns_deterministic_off() -> bool:
+    value = os.environ.get("CAUSAL_CONV1D_DETERMINISTIC", "").strip().lower()
+    return bool(value) and value in _diag.FALSE_WORDS
+
+
 def deterministic_requested() -> bool:
     """torch's switch (torch.use_deterministic_algorithms), unless CAUSAL_CONV1D_DETERMINISTIC turns
     it off (0, false, no, off: the atomics even under torch's switch, upstream's rule). libcc1d
     reads CAUSAL_CONV1D_DETERMINISTIC=1 itself on every call."""
-    value = os.environ.get("CAUSAL_CONV1D_DETERMINISTIC", "").strip().lower()
-    if value and value in _diag.FALSE_WORDS:
-        return False
-    return torch.are_deterministic_algorithms_enabled()
+    return not _env_turns_deterministic_off() and torch.are_deterministic_algorithms_enabled()
 
 
 # ---- the entry points ------------------------------------------------------------------------

@@ -63,11 +63,8 @@ TABLE_OUT = Table(args=TABLE.args + (Arg("out", ("batch", "dim", "seqlen"), "x",
 def check_args(x, weight, bias=None, seq_idx=None, initial_states=None, final_states_out=None, *,
                fn: str = "causal_conv1d_fn", float_dtypes=FLOAT_DTYPES, out=None) -> None:
     tensors = dict(x=x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states,
-                   final_states_out=final_states_out)
-    if out is None:
-        check(TABLE, fn, tensors, float_dtypes)
-    else:
-        check(TABLE_OUT, fn, dict(tensors, out=out), float_dtypes)
+                   final_states_out=final_states_out, out=out)  # TABLE has no row for out
+    check(TABLE if out is None else TABLE_OUT, fn, tensors, float_dtypes)
 
 
 class CFwdArgs(ctypes.Structure):

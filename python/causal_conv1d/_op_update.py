@@ -66,9 +66,8 @@ def check_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, *
                float_dtypes=FLOAT_DTYPES, out=None) -> None:
     """Validates every argument, as libcc1d's table does, plus what only Python can see."""
     tensors = dict(x=x, conv_state=conv_state, weight=weight, bias=bias, cache_seqlens=cache_seqlens,
-                   conv_state_indices=conv_state_indices)
-    sym = check(TABLE if out is None else TABLE_OUT, fn, tensors if out is None else dict(tensors, out=out),
-                float_dtypes)
+                   conv_state_indices=conv_state_indices, out=out)  # TABLE has no row for out
+    sym = check(TABLE if out is None else TABLE_OUT, fn, tensors, float_dtypes)
     check_out_shape(x, out, fn)
     if conv_state_indices is None and sym["pool"] != sym["batch"]:
         raise ValueError(f"{fn}: argument 'conv_state' has {sym['pool']} rows but x has batch {sym['batch']}; "

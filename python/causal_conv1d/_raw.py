@@ -120,7 +120,9 @@ def bind(fn: str, forms: dict, args: tuple, kwargs: dict) -> tuple:
             what = "a torch.Tensor" if kind == "T" else "a torch.Tensor or None"
             raise TypeError(f"{fn}: argument '{name}' (position {form.names.index(name) + 1} of the {n}-argument "
                             f"form, upstream {form.release}) must be {what}; got {type(v).__name__}")
-    return form, got
+    # Every name, None where this form has none (dict.get of an absent key does not trace under
+    # TorchDynamo in torch 2.1).
+    return form, {name: got[name] if name in got else None for name in KINDS}
 
 
 # The backward's written outputs in its 1.5.1-1.6 form (the forward's and the update's: their
@@ -136,7 +138,7 @@ def causal_conv1d_fwd(*args, backend: Optional[str] = None, **kwargs):
     fn = "causal_conv1d_cuda.causal_conv1d_fwd"
     form, a = bind(fn, FWD_FORMS, args, kwargs)
     x, weight, bias = a["x"], a["weight"], a["bias"]
-    seq_idx, init, fs_out, out = a.get("seq_idx"), a.get("initial_states"), a.get("final_states_out"), a.get("out")
+    seq_idx, init, fs_out, out = a["seq_idx"], a["initial_states"], a["final_states_out"], a["out"]
     res, _ = _op_fwd.call(x, weight, bias, seq_idx, init, fs_out is not None, a["silu_activation"],
                           backend_arg(backend, fn), fn=fn, out=out, final_states_out=fs_out)
     return None if out is not None else res
@@ -145,8 +147,8 @@ def causal_conv1d_fwd(*args, backend: Optional[str] = None, **kwargs):
 def causal_conv1d_update(*args, backend: Optional[str] = None, **kwargs):
     fn = "causal_conv1d_cuda.causal_conv1d_update"
     form, a = bind(fn, UPDATE_FORMS, args, kwargs)
-    x, state, weight, bias, out = a["x"], a["conv_state"], a["weight"], a["bias"], a.get("out")
-    cs, idx = a.get("cache_seqlens"), a.get("conv_state_indices")
+    x, state, weight, bias, out = a["x"], a["conv_state"], a["weight"], a["bias"], a["out"]
+    cs, idx = a["cache_seqlens"], a["conv_state_indices"]
     res = _op_update.call(x, state, weight, bias, cs, idx, a["silu_activation"], backend_arg(backend, fn), fn=fn,
                           out=out)
     return None if out is not None else res
@@ -156,12 +158,12 @@ def causal_conv1d_bwd(*args, backend: Optional[str] = None, **kwargs):
     fn = "causal_conv1d_cuda.causal_conv1d_bwd"
     form, a = bind(fn, BWD_FORMS, args, kwargs)
     x, weight, bias, dout, dx = a["x"], a["weight"], a["bias"], a["dout"], a["dx"]
-    seq_idx, init, dfinal = a.get("seq_idx"), a.get("initial_states"), a.get("dfinal_states")
+    seq_idx, init, dfinal = a["seq_idx"], a["initial_states"], a["dfinal_states"]
     silu = a["silu_activation"]
-    if "dweight" not in a:  # the older forms: allocate and return
+    if "dweight" not in form.names:  # the older forms: allocate and return
         ret = _op_bwd.causal_conv1d_bwd(x, weight, bias, dout, seq_idx, init, dfinal, dx,
-                                        a.get("return_dinitial_states", False), silu, backend=backend, fn=fn)
-        return list(ret) if "return_dinitial_states" in a else list(ret[:3])
+                                        a["return_dinitial_states"] is True, silu, backend=backend, fn=fn)
+        return list(ret) if "return_dinitial_states" in form.names else list(ret[:3])
     dweight, dbias, dinit = a["dweight"], a["dbias"], a["dinitial_states"]
     check(BWD_OUT, fn, dict(x=x, weight=weight, bias=bias, dout=dout, seq_idx=seq_idx, initial_states=init,
                             dfinal_states=dfinal, dx=dx, dweight=dweight, dbias=dbias, dinitial_states=dinit),

@@ -28,9 +28,18 @@ class Arg(NamedTuple):
     min_rank: Optional[int] = None  # ranks min_rank..len(dims) (missing trailing dims are 1)
 
 
-class Table(NamedTuple):
-    args: tuple
-    limits: dict  # symbol -> (lo, hi or None), checked where the symbol is bound
+class Table:
+    """An op's argument rows (`args`, in check order) and its size limits (symbol -> (lo, hi or
+    None), checked where the symbol is bound). `rows` holds the rows parsed once, for check():
+    per argument (arg, rank, lowest rank, [(dim index, symbol, offset, at_least)]). A plain
+    attribute, not a cache keyed by id(table): TorchDynamo before torch 2.2 cannot trace id()."""
+
+    def __init__(self, args: tuple, limits: dict):
+        self.args = args
+        self.limits = limits
+        self.rows = [(arg, len(arg.dims), arg.min_rank or len(arg.dims),
+                      [(i,) + _dim(rule) for i, rule in enumerate(arg.dims) if _dim(rule)[0] is not None])
+                     for arg in args]
 
 
 def check_activation(activation, fn: str) -> bool:
@@ -82,27 +91,11 @@ def self_overlapping(t: torch.Tensor) -> bool:
     return False
 
 
-_compiled_tables: dict = {}
-
-
-def _compiled(table: Table) -> list:
-    """Per argument: (arg, rank, lowest rank, [(dim index, symbol, offset, at_least)]), parsed once."""
-    rows = _compiled_tables.get(id(table))
-    if rows is None:
-        rows = []
-        for arg in table.args:
-            dims = [(i,) + _dim(rule) for i, rule in enumerate(arg.dims) if _dim(rule)[0] is not None]
-            rows.append((arg, len(arg.dims), arg.min_rank or len(arg.dims), dims))
-        _compiled_tables[id(table)] = rows
-        _compiled_tables[("keep", id(table))] = table  # ids stay unique while the table lives
-    return rows
-
-
 def check(table: Table, fn: str, tensors: dict, float_dtypes: Sequence = FLOAT_DTYPES) -> dict:
     """Validates `tensors` (name -> tensor or None) against `table`; returns the symbol values."""
     sym: dict = {}
     first = None
-    for arg, rank, lo_rank, dims in _compiled(table):
+    for arg, rank, lo_rank, dims in table.rows:
         t = tensors.get(arg.name)
         if t is None and arg.optional:
             continue

@@ -1,6 +1,7 @@
 """Input builders shared by the tests: layouts, dtype pairs, devices and backends; the CMake
 build's artefacts; child Python processes."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -22,6 +23,20 @@ LAYOUTS = ["cf", "cl", "cf_dim_slice", "cl_dim_slice", "time_step", "expand_batc
 
 HAS_CUDA = torch.cuda.is_available()
 _GPU = [pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device (torch.cuda.is_available() is False)")]
+
+# AOTAutograd (torch.compile's aot_eager and inductor backends) takes a custom op that writes its
+# inputs (the update's conv_state, the backward's dx_out) through auto_functionalize, which torch
+# 2.3 added; torch 2.1 and 2.2 refuse such an op there ("Found a custom (non-ATen) operator that
+# either mutates..."). Dynamo still traces those calls whole, and the eager backend runs them.
+AOT_MUTATION = importlib.util.find_spec("torch._higher_order_ops.auto_functionalize") is not None
+NEEDS_AOT_MUTATION = pytest.mark.skipif(
+    not AOT_MUTATION, reason=f"torch {torch.__version__} has no auto_functionalize (torch >= 2.3): "
+                             "AOTAutograd cannot take an op that writes its inputs")
+
+
+def compile_backend(backend: str) -> str:
+    """An AOTAutograd backend's name, or "eager" where torch cannot give it our writing ops."""
+    return backend if AOT_MUTATION else "eager"
 
 
 

@@ -11,7 +11,7 @@ import torch
 
 import causal_conv1d
 from causal_conv1d import causal_conv1d_fn
-from helpers import make_seq_idx, make_states, make_x, randn
+from helpers import compile_backend, make_seq_idx, make_states, make_x, randn
 from reference import reference
 
 needs_opcheck = pytest.mark.skipif(not hasattr(torch.library, "opcheck"),
@@ -95,7 +95,7 @@ def test_compile_fullgraph_backward_aot_eager(gen):
         return causal_conv1d_fn(x, w, activation="silu").square().sum()
 
     torch._dynamo.reset()
-    loss = torch.compile(f, fullgraph=True, backend="aot_eager")(x, w)
+    loss = torch.compile(f, fullgraph=True, backend=compile_backend("aot_eager"))(x, w)
     gx, gw = torch.autograd.grad(loss, (x, w))
     ex, ew = torch.autograd.grad(f(x, w), (x, w))
     torch.testing.assert_close(gx, ex)

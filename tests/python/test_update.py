@@ -11,7 +11,8 @@ import torch
 import causal_conv1d
 from causal_conv1d import _lib, _pack, causal_conv1d_fn, causal_conv1d_update, causal_conv1d_update_ref
 
-from helpers import DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, check_update, make_update_case, randn
+from helpers import (DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, check_update, compile_backend, make_update_case,
+                     randn)
 
 
 def _served_by(backend):
@@ -210,11 +211,7 @@ def test_compile_fullgraph_decode_step(gen):
     state_eager = state.clone()
     want = causal_conv1d_update(x, state_eager, weight, bias, "silu")
 
-    # AOTAutograd functionalizes the state mutation with torch 2.4's auto_functionalize; before it,
-    # dynamo still traces the op whole (fullgraph: no break), run by the eager backend.
-    backend = "aot_eager" if hasattr(torch.library, "custom_op") else "eager"
-
-    @torch.compile(fullgraph=True, backend=backend)
+    @torch.compile(fullgraph=True, backend=compile_backend("aot_eager"))
     def step(x, state):
         return causal_conv1d_update(x, state, weight, bias, "silu") * 2
 
