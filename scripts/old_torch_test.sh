@@ -26,7 +26,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "old-torch-test: creating $VENV"
   "$MAIN_VENV/bin/python" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import torch, numpy, pytest; assert torch.__version__.split('+')[0] == '$TORCH'" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import torch, numpy, pytest; assert torch.__version__.split('+')[0] == '$TORCH'" \
+  2>/dev/null; then
   echo "old-torch-test: installing torch $TORCH, numpy<2, pytest into $VENV (first run: several minutes)"
   # torch 2.1-2.3 were built against numpy 1.
   "$VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH" "numpy<2" pytest

@@ -32,7 +32,7 @@ class Table:
     """An op's argument rows (`args`, in check order) and its size limits (symbol -> (lo, hi or
     None), checked where the symbol is bound). `rows` holds the rows parsed once, for check():
     per argument (arg, rank, lowest rank, [(dim index, symbol, offset, at_least)]). A plain
-    attribute, not a cache keyed by id(table): TorchDynamo before torch 2.2 cannot trace id()."""
+    attribute, not a cache keyed by id(table): TorchDynamo before torch 2.4 cannot trace id()."""
 
     def __init__(self, args: tuple, limits: dict):
         self.args = args

@@ -39,7 +39,6 @@ def compile_backend(backend: str) -> str:
     return backend if AOT_MUTATION else "eager"
 
 
-
 def _emulate_unavailable():
     from causal_conv1d import _lib
 
