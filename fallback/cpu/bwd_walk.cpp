@@ -70,10 +70,20 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
     for (int64_t s = -(W - 1); s < p.seqlen + W - 1; ++s) buf.seq[s + W - 1] = seq_at(p, b, s);
     a.seq = buf.seq.data() + (W - 1);
   }
-  // g at step r (the ring's row while it holds r) and whether it reaches x at step s.
-  const auto g_at = [&](int64_t r) { return buf.gring() + (r + W) % W * ls; };
-  const auto reaches = [&](int64_t r, int64_t s) { return !a.seq || a.seq[r] == a.seq[s]; };
+  // dx at step s (s < 0: dinitial_states) from the g the ring holds: sum_k w[k] g(r), r =
+  // s+W-1-k, over the outputs r in the row and in s's segment, plus dfinal_states.
   float *row = buf.scratch(0), *scratch = buf.scratch(1);
+  const auto dx_row = [&](int64_t s) {
+    std::fill(row, row + nc, 0.f);
+    for (int k = 0; k < W; ++k) {
+      const int64_t r = s + W - 1 - k;
+      if (r < 0 || r >= p.seqlen || (a.seq && a.seq[r] != a.seq[s])) continue;
+      const float *g = buf.gring() + (r + W) % W * ls, *wk = buf.wt() + k * ls;
+      for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
+    }
+    add_dfinal_row(p, b, c0, nc, s, row, scratch);
+    return row;
+  };
   // dfinal_states adds to dx at the row's last W-1 steps, which are then a call of their own:
   // their dx rows are summed again from the g ring with it added (adding it to the kernel's
   // rounded rows would round twice).
@@ -83,31 +93,14 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
     a.lo = std::max<int64_t>(0, a.hi - (last ? W - 1 : kStepsFold));
     simd().bwd_steps[W - 1](a);
     for (int k = 0; k <= W; ++k) fold_sums(buf.dw() + k * ls, buf.total.data() + k * nc, nc);  // db: row W
-    for (int64_t s = a.lo; last && s < a.hi; ++s) {
-      std::fill(row, row + nc, 0.f);
-      for (int k = 0; k < W; ++k) {
-        const int64_t r = s + W - 1 - k;  // the output tap k of x at s feeds
-        if (r >= p.seqlen || !reaches(r, s)) continue;
-        const float *g = g_at(r), *wk = buf.wt() + k * ls;
-        for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
-      }
-      add_dfinal_row(p, b, c0, nc, s, row, scratch);
-      put_steps(p.dx, p.x_dtype, b, s, 1, c0, nc, row);
-    }
+    for (int64_t s = a.lo; last && s < a.hi; ++s) put_steps(p.dx, p.x_dtype, b, s, 1, c0, nc, dx_row(s));
   }
   if (!p.dinitial_states.present()) return;
   // x at s = jj-(W-1) (token 0's segment) reaches outputs 0..jj, whose g the ring holds now.
   const TensorRef& d = p.dinitial_states;
-  for (int jj = 0; jj < W - 1; ++jj) {
-    std::fill(row, row + nc, 0.f);
-    for (int k = 0; k <= jj; ++k) {
-      if (!reaches(jj - k, 0)) continue;
-      const float *g = g_at(jj - k), *wk = buf.wt() + k * ls;
-      for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
-    }
-    add_dfinal_row(p, b, c0, nc, jj - (W - 1), row, scratch);
-    scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c0 * d.strides[1] + jj * d.strides[2], d.strides[1], nc, row);
-  }
+  for (int jj = 0; jj < W - 1; ++jj)
+    scatter_fn(p.x_dtype)(d.data, b * d.strides[0] + c0 * d.strides[1] + jj * d.strides[2], d.strides[1], nc,
+                          dx_row(jj - (W - 1)));
 }
 
 // The drivers at the widths with a SIMD walk (kHasBwdWalk); nullptr at the others, whose calls
