@@ -8,10 +8,9 @@
 //  - time-major (channel-first but for rows under 40 steps, and channel-last under 16 channels:
 //    cpu_time_major in tiling.h): one work item per row (b, c), vectorised over time;
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
-// At widths 2-4, rows with unit time strides and no seq_idx or dfinal_states (time-major), and
-// x, dout and dx with contiguous channels (channel-major), take one pass a tile
-// (simd_bwd_steps.inc, driven by bwd_walk.cpp): x and dout read and converted once, no float
-// tiles. The rest are converted to fp32 tiles and the loops run over the contiguous axis with
+// At widths 2-4, rows with unit time strides and no seq_idx (time-major), and x, dout and dx
+// with contiguous channels (channel-major), take one pass a tile (simd_bwd_steps.inc, driven by
+// bwd_walk.cpp): x and dout read and converted once, no float tiles. The rest are converted to fp32 tiles and the loops run over the contiguous axis with
 // the width as a template parameter, so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the

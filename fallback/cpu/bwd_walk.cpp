@@ -25,22 +25,37 @@ void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, const std::vector<i
   BwdRowArgs a{};
   a.dtype = p.x_dtype, a.silu = p.silu, a.halo = halo, a.carry = carry, a.w = w, a.dw = dw, a.db = db;
   a.bias = p.bias.present() ? load(p.bias.data, p.w_dtype, c * p.bias.strides[0]) : 0.f;
-  for (int64_t t0 = (p.seqlen - 1) / kTimeTile * kTimeTile; t0 >= 0; t0 -= kTimeTile) {
+  // dx at step s >= t0 (s < 0: dinitial_states) from carry, g at t0..t0+W-2 (0 past the row's
+  // end), plus dfinal_states.
+  const auto dx_at = [&](int64_t s, int64_t t0) {
+    float v = 0.f, scratch;
+    for (int k = 0; k < W; ++k) {
+      const int64_t r = s + W - 1 - k - t0;
+      if (r >= 0 && r < W - 1 && t0 + r < p.seqlen) v += w[k] * carry[r];
+    }
+    add_dfinal_row(p, b, c, 1, s, &v, &scratch);
+    return v;
+  };
+  // With dfinal_states the row's last W-1 steps are a call of their own, as in bwd_channel_walk.
+  const bool dfinal = p.dfinal_states.present();
+  for (int64_t hi = p.seqlen, t0; hi > 0; hi = t0) {
+    const bool last = dfinal && hi == p.seqlen;
+    t0 = last ? std::max<int64_t>(0, hi - (W - 1)) : (hi - 1) / kTimeTile * kTimeTile;
     for (int j = 0; j < W - 1; ++j) halo[j] = x_at(p, b, c, t0 - (W - 1) + j);
     a.x = static_cast<const char*>(p.x.data) + at(p.x) + t0 * es;
     a.dout = static_cast<const char*>(p.dout.data) + at(p.dout) + t0 * es;
     a.dx = static_cast<char*>(p.dx.data) + at(p.dx) + t0 * es;
-    a.n = std::min(kTimeTile, p.seqlen - t0);
+    a.n = hi - t0;
     simd().bwd_time[W - 1](a);
     fold_sums(dw, total, W * lanes);
     fold_sums(db, total + W * lanes, lanes);
+    for (int64_t s = t0; last && s < hi; ++s) {
+      const float v = dx_at(s, t0);
+      scatter_fn(p.x_dtype)(p.dx.data, b * p.dx.strides[0] + c * p.dx.strides[1] + s, 1, 1, &v);
+    }
   }
   if (p.dinitial_states.present())  // x at s = jj-(W-1) reaches outputs 0..jj, whose g is carry
-    for (int jj = 0; jj < W - 1; ++jj) {
-      float v = 0.f;
-      for (int k = 0; k <= jj; ++k) v += w[k] * carry[jj - k];
-      store_dinit(p, b, c, jj, v);
-    }
+    for (int jj = 0; jj < W - 1; ++jj) store_dinit(p, b, c, jj, dx_at(jj - (W - 1), 0));
   for (int k = 0; k <= W; ++k)
     for (int l = 0; l < lanes; ++l) sums[k] += total[k * lanes + l];
 }
@@ -124,11 +139,11 @@ using Table = Walks<1, 2, 3, 4, 5, 6, 7, 8>;
 
 }  // namespace
 
-// Rows with unit time strides in x, dout and dx, no seq_idx or dfinal_states: one pass a tile,
-// x and dout read once and dx written once.
+// Rows with unit time strides in x, dout and dx, no seq_idx: one pass a tile, x and dout read
+// once and dx written once (but its last W-1 steps with dfinal_states).
 bool row_walk_problem(const BwdProblem& p) {
   return simd().bwd_time[p.width - 1] && p.x.strides[2] == 1 && p.dout.strides[2] == 1 && p.dx.present() &&
-         p.dx.strides[2] == 1 && !p.seq_idx.present() && !p.dfinal_states.present();
+         p.dx.strides[2] == 1 && !p.seq_idx.present();
 }
 RowFn row_walk(int width) { return Table::row[width - 1]; }
 

@@ -355,10 +355,11 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
 }
 
 TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
-  // bwd_time (simd_bwd_steps.inc): unit time strides, widths 2-4, no seq_idx or dfinal_states.
-  // Rows of 1-5 steps (the row's end inside the first vector, the carry), 17 and 130, and 2047
-  // to 4100 (tiles of 2048 steps, the carry and halo between them); contiguous or padded rows, 5
-  // channels (the time-major tiling at every length); dinitial_states from the carry.
+  // bwd_time (simd_bwd_steps.inc): unit time strides, widths 2-4, no seq_idx. Rows of 1-5 steps
+  // (the row's end inside the first vector, the carry), 17 and 130, and 2047 to 4100 (tiles of
+  // 2048 steps, the carry and halo between them); contiguous or padded rows, 5 channels (the
+  // time-major tiling at every length); dinitial_states from the carry; dfinal_states in 2 of 5
+  // (the last W-1 steps a call of their own, their dx summed again from the carry).
   std::mt19937 rng = test_rng(210);
   under_each_build([&](const cc1d::SimdKernels* k) {
     const int64_t lengths[] = {1, 2, 3, 5, 17, 130, 2047, 2048, 2049, 4100};
@@ -369,6 +370,7 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
         BwdCase c{xdt, i % 4 == 0 ? xdt : CC1D_FLOAT32, 2 + i % 3, layout, 2, 5, L, i % 2 == 0, i % 3 != 2, false,
                   i % 4 < 2, false};
         c.dinit = i % 5 < 2;
+        c.dfinal = i % 5 == 1 || i % 5 == 2;
         c.dweight = i % 7 != 3;
         c.dbias = i % 6 != 4;
         run_bwd_case(c, rng, CC1D_BACKEND_CPU);
