@@ -75,7 +75,8 @@ struct BwdRowArgs {
   void* dx;
   long long n;
   const float* halo;  // W-1 floats: x before step 0
-  float* carry;       // W-1 floats: g at steps n.. on entry (0 past the row's end); g at 0.. on return
+  float* carry;       // W-1 floats: g at steps n.. on entry (0 past the row's end; dx's only, not the
+                      // sums'); g at 0.. on return
   const float* w;     // W taps
   float bias;
   float *dw, *db;  // W rows of `width` lanes and a row: dw[k][l] += g[s] * x[s - (W-1) + k], db[l] += g[s]
