@@ -10,8 +10,9 @@
 //  - channel-major (the others): one item per (b, tile of channels), vectorised over channels.
 // At widths 2-4, rows with unit time strides and no seq_idx (time-major), and x, dout and dx
 // with contiguous channels (channel-major), take one pass a tile (simd_bwd_steps.inc, driven by
-// bwd_walk.cpp): x and dout read and converted once, no float tiles. The rest are converted to fp32 tiles and the loops run over the contiguous axis with
-// the width as a template parameter, so they vectorise.
+// bwd_walk.cpp): x and dout read and converted once, no float tiles. The rest are converted to
+// fp32 tiles and the loops run over the contiguous axis with the width as a template parameter,
+// so they vectorise.
 // The pre-activation and dx run on the forward's SIMD kernels (simd.h; dx with the taps
 // reversed), and the channel-last sums on tap_sums, a run of one seq_idx value at a time (the
 // whole tile without seq_idx): within a run every tap counts but those reaching before it (the
@@ -44,14 +45,6 @@ constexpr int64_t kCLTimeTile = 64;  // channel-major: steps per tile
 constexpr int64_t kCLChanTileMin = 128, kCLChanTileMax = 1024;  // channel-major: channels per item
 constexpr int64_t kCLFoldTiles = 16;  // channel-major: tiles whose fp32 sums join the totals at once
 constexpr int64_t kPackedTile = 1024;  // packed rows: elements a tile (its sums' accumulators in L1)
-
-// What dfinal_states adds to the gradient of x at time s.
-float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
-  const int64_t j = s - (p.seqlen - (p.width - 1));
-  if (!p.dfinal_states.present() || j < 0 || j >= p.width - 1) return 0.f;
-  const TensorRef& f = p.dfinal_states;
-  return load(f.data, p.x_dtype, b * f.strides[0] + c * f.strides[1] + j * f.strides[2]);
-}
 
 // Each item's sums: per (group of batch rows, channel) the W taps of dweight then dbias. A group
 // is `rows` batch rows, so that it spans at least kGroupSteps steps: a slot per batch row was 10

@@ -9,6 +9,7 @@
 #include "fallback/cpu/convert.h"
 #include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
+#include "fallback/cpu/x_rows.h"
 #include "ops/bwd/bwd_op.h"
 
 namespace cc1d {
@@ -21,6 +22,14 @@ constexpr int kLanes = kMaxSimdWidth;
 
 // The segment of step s of batch row b: token 0's before 0, -1 (none) from seqlen on.
 inline int seq_at(const BwdProblem& p, int64_t b, int64_t s) { return s < p.seqlen ? seq_value(p.seq_idx, b, s) : -1; }
+
+// What dfinal_states adds to the gradient of x at time s (channel c).
+inline float dfinal_at(const BwdProblem& p, int64_t b, int64_t c, int64_t s) {
+  const int64_t j = s - (p.seqlen - (p.width - 1));
+  if (!p.dfinal_states.present() || j < 0 || j >= p.width - 1) return 0.f;
+  const TensorRef& f = p.dfinal_states;
+  return load(f.data, p.x_dtype, b * f.strides[0] + c * f.strides[1] + j * f.strides[2]);
+}
 
 // dfinal_states' row for step s (s < seqlen) of channels [c0, c0+nc) added to row, through
 // scratch (nc floats). A row at once: an element at a time, it took 3 times the whole backward
@@ -97,7 +106,6 @@ struct WalkBuffers {
     std::fill(total.begin(), total.end(), 0.);
   }
 };
-
 
 using RowFn = void (*)(const BwdProblem&, int64_t, int64_t, const std::vector<int64_t>*, double*, RowBuffers&);
 template <typename Buffers>

@@ -28,12 +28,11 @@ void bwd_row_walk(const BwdProblem& p, int64_t b, int64_t c, const std::vector<i
   // dx at step s >= t0 (s < 0: dinitial_states) from carry, g at t0..t0+W-2 (0 past the row's
   // end), plus dfinal_states.
   const auto dx_at = [&](int64_t s, int64_t t0) {
-    float v = 0.f, scratch;
+    float v = dfinal_at(p, b, c, s);
     for (int k = 0; k < W; ++k) {
       const int64_t r = s + W - 1 - k - t0;
       if (r >= 0 && r < W - 1 && t0 + r < p.seqlen) v += w[k] * carry[r];
     }
-    add_dfinal_row(p, b, c, 1, s, &v, &scratch);
     return v;
   };
   // With dfinal_states the row's last W-1 steps are a call of their own, as in bwd_channel_walk.
