@@ -2,7 +2,9 @@
 bytes (the bandwidth ceiling) and beside transformers' fallback under autograd (depthwise F.conv1d
 with groups=dim, padding=W-1, slice, silu), in the same process on the same GPU. Every kernel
 layout of the backward is exercised: channel-first (time_vec), channel-first rows not 16-byte
-aligned (time), channel-first with seq_idx (time_seq), channel-last (channel_vec), channel-last
+aligned (time_vec, which peels each row's head, since 2026-12-05; time before), channel-first
+views whose rows x and dout start at different offsets mod 16 bytes (time), channel-first with
+seq_idx (time_seq), channel-last (channel_vec), channel-last
 with dim % 8 = 4 (channel), channel-last with seq_idx (channel_vec_seq; channel_seq before
 2026-12-04 22:42) and the same with dim % 8 = 4 (channel_seq).
 
@@ -33,7 +35,8 @@ SHAPES = [(8, 2048, 2048), (4, 4096, 4096), (64, 4096, 8)]  # the last: short ro
 QUICK_SHAPES = [(2, 512, 1024)]
 # (layout, dtypes): the fast path in both dtypes, the other layouts in bf16.
 LAYOUTS = [("channel-first", (torch.bfloat16, torch.float32)), ("channel-last", (torch.bfloat16, torch.float32)),
-           ("channel-first, seqlen % 8 = 7", (torch.bfloat16,)), ("channel-first + seq_idx", (torch.bfloat16,)),
+           ("channel-first, seqlen % 8 = 7", (torch.bfloat16,)),
+           ("channel-first view, dout contiguous", (torch.bfloat16,)), ("channel-first + seq_idx", (torch.bfloat16,)),
            ("channel-last, dim % 8 = 4", (torch.bfloat16,)), ("channel-last + seq_idx", (torch.bfloat16,)),
            ("channel-last + seq_idx, dim % 8 = 4", (torch.bfloat16,))]
 WIDTH = 4
@@ -62,7 +65,8 @@ def main():
             Dx = D - 4 if "dim % 8" in layout else D  # channel vectors not 16-byte aligned
             for dtype in dtypes:
                 torch.manual_seed(0)
-                x, dout = make_x(B, Dx, Lx, dtype, layout, device), make_x(B, Dx, Lx, dtype, layout, device)
+                x = make_x(B, Dx, Lx, dtype, layout, device)
+                dout = make_x(B, Dx, Lx, dtype, "channel-first" if "dout contiguous" in layout else layout, device)
                 w = torch.randn(Dx, WIDTH, dtype=dtype, device=device) * 0.5
                 b = torch.randn(Dx, dtype=dtype, device=device)
                 seq_idx = make_seq_idx(B, Lx, device) if "seq_idx" in layout else None

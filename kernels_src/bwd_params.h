@@ -12,7 +12,7 @@ constexpr int kBwdThreads = 128;  // threads per block, every layout
 // Thread mapping of the main kernel, chosen by the planner from the strides.
 constexpr int kBwdLayoutTime = 0;     // threads walk time (each 16 bytes of x), scalar loads, any strides, no seq_idx
 constexpr int kBwdLayoutTimeVec = 1;  // a warp per (channel, segment), x, dout, dx in registers by 16-byte
-                                      // accesses (unit stride, aligned rows), no seq_idx
+                                      // accesses (unit stride, equally aligned rows), no seq_idx
 constexpr int kBwdLayoutChannel = 2;  // threads walk channels (one each), each over a run of time, no seq_idx
 constexpr int kBwdLayoutTimeSeq = 3;  // the time walk with seq_idx (scalar loads, any strides)
 constexpr int kBwdLayoutChannelSeq = 4;  // the channel walk with seq_idx

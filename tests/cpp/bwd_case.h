@@ -24,6 +24,7 @@ struct BwdCase {
   bool dx = true, dweight = true, dbias = true, dinit = true;
   bool deterministic = false;
   int max_segment = 9;  // seq_idx segments of 1..max_segment steps
+  bool dout_contiguous = false;  // else dout takes x's layout, as autograd hands it over
 };
 
 inline std::string describe(const BwdCase& c) {
@@ -33,7 +34,7 @@ inline std::string describe(const BwdCase& c) {
          std::to_string(c.L) + (c.bias ? " bias" : "") + (c.silu ? " silu" : "") + (c.seq ? " seq<=" + std::to_string(c.max_segment) : "") +
          (c.init ? " init" : "") + (c.dfinal ? " dfinal" : "") + " wants:" + (c.dx ? " dx" : "") +
          (c.dweight ? " dweight" : "") + (c.dbias ? " dbias" : "") + (c.dinit ? " dinit" : "") +
-         (c.deterministic ? " deterministic" : "");
+         (c.deterministic ? " deterministic" : "") + (c.dout_contiguous ? " dout contiguous" : "");
 }
 
 // float64 gradients and, per element, the sum of the magnitudes of the terms that make it up
@@ -58,7 +59,7 @@ struct BwdRun {
     seq = random_segments(c.B, c.L, rng, c.max_segment);
     init = HostTensor::contiguous(c.xdt, {c.B, c.D, W - 1});
     init.randomize(rng);
-    dout = make_x(c.xdt, c.B, c.D, c.L, c.layout);  // the layout autograd hands over: like out
+    dout = make_x(c.xdt, c.B, c.D, c.L, c.dout_contiguous ? Layout::ChannelFirst : c.layout);
     dout.randomize(rng);
     // dfinal_states like final states: channel-last when x is.
     dfinal = c.layout == Layout::ChannelLast ? HostTensor(c.xdt, {c.B, c.D, W - 1}, {(W - 1) * c.D, 1, c.D})
@@ -225,7 +226,8 @@ inline BwdRun run_bwd_case(const BwdCase& c, std::mt19937& rng, int backend) {
 // layout, the options and lengths varying with the case. Channel-first rows are padded to 16-byte
 // aligned strides (the time_vec warp walk, which has no seq_idx), with lengths that end inside a
 // lane's 8 steps, inside and on a warp step's 256, and span several segments (over 1024 steps);
-// the strided view has even lengths (rows never aligned: the scalar time path); channel-last
+// the strided view has odd lengths and a contiguous dout (rows x's and dout's offsets mod 16 bytes
+// differ: the scalar time path; the view with seq_idx keeps dout's layout); channel-last
 // takes odd and tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or
 // are (kind 5: the tiles of channel_vec, one and several blocks of channels, the last one partly
 // beyond dim; kind 6: the same with seq_idx, channel_vec_seq, on segments of up to 9 steps, where
@@ -250,7 +252,7 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
             L = W == 6 ? 4104 : std::vector<int64_t>{2, 5, 16, 37, 256, 1001, 1025, 2048}[h % 8];
             D = std::vector<int64_t>{1, 3, 5}[h % 3];
           } else if (layout == Layout::View) {
-            L = W == 5 ? 4098 : std::vector<int64_t>{2, 6, 38, 130, 1000}[h % 5];
+            L = W == 5 ? 4099 : std::vector<int64_t>{3, 7, 37, 131, 1001}[h % 5];
             D = std::vector<int64_t>{1, 3, 5}[h % 3];
           } else if (kind >= 5) {
             L = W == 3 + kind - 5 ? 4099 : std::vector<int64_t>{1, 2, 5, 33, 100, 700, 2049}[h % 7];
@@ -263,6 +265,7 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
           BwdCase c{xdt, wdt, W, layout, 2, D, L, i % 2 == 0, (i / 2) % 2 == 0, (i / 3) % 3 == 0, (i / 5) % 2 == 0,
                     (i / 7) % 2 == 0};
           c.seq = kind == 2 || kind == 4 || kind == 6;  // the vector path (kind 0) takes no seq_idx
+          c.dout_contiguous = kind == 3;
           c.max_segment = kind == 6 && h % 2 == 0 ? 300 : 9;
           c.dx = i % 11 != 3;
           c.dweight = i % 13 != 5;

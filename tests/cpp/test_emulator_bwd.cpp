@@ -153,3 +153,33 @@ TEST_CASE("emulate: short channel-first rows take the channel layouts") {
                rng, CC1D_BACKEND_EMULATE);
   CHECK(launches(cc1d::kBwdLayoutTimeVec) == vec + 1);
 }
+
+// Channel-first rows that do not start on 16 bytes take TIME_VEC on their aligned timeline: rows
+// at every offset mod 16 bytes (row 0 too), of lengths shorter than the head, inside the first
+// vector, around a warp step (dfinal_states' steps split between two) and a segment (1024 steps,
+// the segment count one more than the plain rows' where the offset pushes the end past it), with
+// every option, both sum modes, and contiguous rows of odd length (the common case: every other
+// row starts off 16 bytes). (Rows of one step are channel-last to the planner.)
+TEST_CASE("emulate: channel-first rows off 16 bytes walk the vector path") {
+  setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
+  std::mt19937 rng = test_rng(833);
+  for (int xdt : {0, 1, 2}) {
+    const int W = 2 + xdt;
+    const std::string vec =
+        cc1d::bwd_kernel_name(static_cast<cc1d_dtype>(xdt), CC1D_FLOAT32, W, cc1d::kBwdLayoutTimeVec);
+    const uint64_t before = emu_launches(vec);
+    const int64_t lens[] = {2, 3, 6, 9, 255, 257, 1021, 1023, 2051};
+    for (size_t i = 0; i < std::size(lens); ++i) {
+      const int64_t L = std::min(lens[i], kMaxLen);
+      BwdCase c{xdt, CC1D_FLOAT32, W, Layout::OddRows, 2, 9, L, i % 2 == 0, i % 3 != 1, false, i % 2 == 1, i % 4 < 2};
+      c.dinit = i % 3 != 2;
+      c.dx = i != 4;
+      c.deterministic = i % 2 == 0;
+      run_bwd_case(c, rng, CC1D_BACKEND_EMULATE);
+      c.layout = Layout::ChannelFirst;
+      c.L = L | 1;
+      run_bwd_case(c, rng, CC1D_BACKEND_EMULATE);
+    }
+    CHECK(emu_launches(vec) == before + 2 * std::size(lens));
+  }
+}

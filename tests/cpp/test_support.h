@@ -44,33 +44,38 @@ inline size_t dtype_size(int dt) { return dt == CC1D_FLOAT32 || dt == CC1D_INT32
 struct HostTensor {
   std::vector<unsigned char> storage;
   cc1d_tensor t{};
+  int64_t base = 0;  // the element of storage where the tensor starts
   HostTensor() = default;
-  // dims/strides in elements; storage covers the largest offset.
-  HostTensor(int dtype, std::vector<int64_t> shape, std::vector<int64_t> strides) {
+  // dims/strides in elements; storage covers `base` elements before the tensor and its largest offset.
+  HostTensor(int dtype, std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base_elems = 0)
+      : base(base_elems) {
     t.dtype = dtype;
     t.device_type = CC1D_DEVICE_CPU;
     t.ndim = static_cast<int32_t>(shape.size());
-    int64_t extent = 1;
+    int64_t extent = 1 + base;
     for (size_t i = 0; i < shape.size(); ++i) {
       t.shape[i] = shape[i];
       t.strides[i] = strides[i];
       if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
     }
     storage.assign(static_cast<size_t>(extent) * dtype_size(dtype), 0);
-    t.data = storage.data();
+    t.data = storage.data() + base * dtype_size(dtype);
   }
   // Copies and moves keep the descriptor pointing into their own storage (at the same offset).
-  HostTensor(const HostTensor& o) : storage(o.storage), t(o.t) { repoint(o); }
-  HostTensor(HostTensor&& o) noexcept : storage(std::move(o.storage)), t(o.t) {}  // the buffer moves with it
+  HostTensor(const HostTensor& o) : storage(o.storage), t(o.t), base(o.base) { repoint(o); }
+  // (The buffer moves with it.)
+  HostTensor(HostTensor&& o) noexcept : storage(std::move(o.storage)), t(o.t), base(o.base) {}
   HostTensor& operator=(const HostTensor& o) {
     storage = o.storage;
     t = o.t;
+    base = o.base;
     repoint(o);
     return *this;
   }
   HostTensor& operator=(HostTensor&& o) noexcept {
     storage = std::move(o.storage);
     t = o.t;
+    base = o.base;
     return *this;
   }
   void repoint(const HostTensor& o) {
@@ -84,8 +89,9 @@ struct HostTensor {
     for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * std::max<int64_t>(shape[i + 1], 1);
     return HostTensor(dtype, shape, st);
   }
+  // The storage element of an index.
   int64_t off(std::initializer_list<int64_t> idx) const {
-    int64_t o = 0, i = 0;
+    int64_t o = base, i = 0;
     for (int64_t v : idx) o += v * t.strides[i++];
     return o;
   }
@@ -121,10 +127,14 @@ struct HostTensor {
 // (every other channel of a wider tensor, time stride 1 with padding), or channel-first rows
 // padded to a multiple of 8 elements plus 8 (16-byte aligned rows for any seqlen: the vector path).
 // ChannelLastSlice: channel-last, half of a tensor twice as wide (as x from xBC.split): a step
-// 2D elements after the last.
-enum class Layout { ChannelFirst, ChannelLast, View, Padded, ChannelLastSlice };
+// 2D elements after the last. OddRows: channel-first rows of unit stride, an odd number of
+// elements apart with a gap of 9 or 10 after each, the tensor 3 elements into its storage (so
+// the rows start at every offset mod 16 bytes, row 0 too, and a write before a row's start lands
+// in a gap).
+enum class Layout { ChannelFirst, ChannelLast, View, Padded, ChannelLastSlice, OddRows };
 inline const char* layout_name(Layout l) {
-  static const char* const names[] = {"channel-first", "channel-last", "view", "padded", "channel-last slice"};
+  static const char* const names[] = {"channel-first", "channel-last", "view", "padded", "channel-last slice",
+                                      "odd rows"};
   return names[int(l)];
 }
 
@@ -135,6 +145,10 @@ inline HostTensor make_x(int dtype, int64_t B, int64_t D, int64_t L, Layout layo
     case Layout::ChannelLastSlice: return HostTensor(dtype, {B, D, L}, {2 * L * D, 1, 2 * D});
     case Layout::View: return HostTensor(dtype, {B, D, L}, {2 * D * (L + 3), 2 * (L + 3), 1});
     case Layout::Padded: return HostTensor(dtype, {B, D, L}, {D * padded, padded, 1});
+    case Layout::OddRows: {
+      const int64_t stride = L + 9 + L % 2;
+      return HostTensor(dtype, {B, D, L}, {D * stride, stride, 1}, 3);
+    }
     default: return HostTensor::contiguous(dtype, {B, D, L});
   }
 }

@@ -45,6 +45,12 @@ bool vec_rows(const BwdProblem& p, int unit) {
   return rows_aligned16(p.x, unit) && rows_aligned16(p.dout, unit) && (!p.dx.present() || rows_aligned16(p.dx, unit));
 }
 
+// Whether their unit-stride rows along `unit` share each row's offset mod 16 bytes (TIME_VEC peels
+// each row's unaligned head).
+bool equally_aligned_rows(const BwdProblem& p, int unit) {
+  return rows_equally_aligned16(p.x, p.dout, unit) && (!p.dx.present() || rows_equally_aligned16(p.x, p.dx, unit));
+}
+
 unsigned grid_for(int64_t items) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(ceil_div(items, kBwdThreads), 1), 4096));
 }
@@ -54,7 +60,9 @@ unsigned grid_for(int64_t items) {
 BwdGeometry bwd_geometry(const BwdProblem& p) {
   BwdGeometry g;
   if (p.time_major) {
-    g.layout = p.seq_idx.present() ? kBwdLayoutTimeSeq : vec_rows(p, 2) ? kBwdLayoutTimeVec : kBwdLayoutTime;
+    g.layout = p.seq_idx.present()           ? kBwdLayoutTimeSeq
+               : equally_aligned_rows(p, 2) ? kBwdLayoutTimeVec
+                                            : kBwdLayoutTime;
     if (g.layout == kBwdLayoutTimeVec) {  // a warp per segment of whole warp steps, at least kBwdVecMinSpans
       const int64_t spans = ceil_div(p.seqlen, kBwdWarpSpan);
       g.segment_len = std::max<int64_t>(kBwdVecMinSpans, ceil_div(spans, kBwdMaxSegments)) * kBwdWarpSpan;
