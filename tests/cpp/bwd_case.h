@@ -225,7 +225,8 @@ inline BwdRun run_bwd_case(const BwdCase& c, std::mt19937& rng, int backend) {
 // The grid every backward backend runs: dtype pairs x widths x seven kinds of case, one per kernel
 // layout, the options and lengths varying with the case. Channel-first rows are padded to 16-byte
 // aligned strides (the time_vec warp walk, which has no seq_idx), with lengths that end inside a
-// lane's 8 steps, inside and on a warp step's 256, and span several segments (over 1024 steps);
+// lane's 8 steps, inside and on a warp step's 256, 2 steps into the next (dfinal_states' steps
+// in two warp steps from W = 4), and span several segments (over 1024 steps);
 // the strided view has odd lengths and a contiguous dout (rows x's and dout's offsets mod 16 bytes
 // differ: the scalar time path; the view with seq_idx keeps dout's layout); channel-last
 // takes odd and tiny lengths, with dims that are no multiple of 8 (the scalar channel walk) or
@@ -249,7 +250,7 @@ inline int run_bwd_grid(int backend, std::mt19937& rng, int64_t max_len = INT64_
           const int h = cell + kind;  // picks lengths and dims (i is kind modulo the kinds)
           int64_t L = 0, D = 0;
           if (layout == Layout::Padded) {
-            L = W == 6 ? 4104 : std::vector<int64_t>{2, 5, 16, 37, 256, 1001, 1025, 2048}[h % 8];
+            L = W == 6 ? 4104 : std::vector<int64_t>{2, 5, 258, 37, 256, 1001, 1025, 2048}[h % 8];
             D = std::vector<int64_t>{1, 3, 5}[h % 3];
           } else if (layout == Layout::View) {
             L = W == 5 ? 4099 : std::vector<int64_t>{3, 7, 37, 131, 1001}[h % 5];
