@@ -4,9 +4,9 @@ with groups=dim, padding=W-1, slice, silu), in the same process on the same GPU.
 layout of the backward is exercised: channel-first (time_vec), channel-first rows not 16-byte
 aligned (time_vec, which peels each row's head, since 2026-12-05; time before), channel-first
 views whose rows x and dout start at different offsets mod 16 bytes (time), channel-first with
-seq_idx (time_seq), channel-last (channel_vec), channel-last
-with dim % 8 = 4 (channel), channel-last with seq_idx (channel_vec_seq; channel_seq before
-2026-12-04 22:42) and the same with dim % 8 = 4 (channel_seq).
+seq_idx (time_seq), channel-last (channel_vec), channel-last with dim % 8 = 4 (channel),
+channel-last with seq_idx (channel_vec_seq; channel_seq before 2026-12-04 22:42) and the same
+with dim % 8 = 4 (channel_seq).
 
 Each column times the backward alone: torch.autograd.grad(out, (x, weight, bias), dout,
 retain_graph=True) on a graph built once; on CUDA that includes the autograd engine's hand-off to

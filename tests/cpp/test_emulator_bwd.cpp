@@ -154,12 +154,12 @@ TEST_CASE("emulate: short channel-first rows take the channel layouts") {
   CHECK(launches(cc1d::kBwdLayoutTimeVec) == vec + 1);
 }
 
-// Channel-first rows that do not start on 16 bytes take TIME_VEC on their aligned timeline: rows
-// at every offset mod 16 bytes (row 0 too), of lengths shorter than the head, inside the first
-// vector, around a warp step (dfinal_states' steps split between two) and a segment (1024 steps,
-// the segment count one more than the plain rows' where the offset pushes the end past it), with
-// every option, both sum modes, and contiguous rows of odd length (the common case: every other
-// row starts off 16 bytes). (Rows of one step are channel-last to the planner.)
+// Channel-first rows that do not start on 16 bytes take TIME_VEC, whose segments start at a row's
+// first aligned step (fix_dx recomputes the steps before it): rows at every offset mod 16 bytes
+// (row 0 too), of lengths shorter than that head, inside the first vector, around a warp step
+// (dfinal_states' steps split between two) and a segment's 1024 steps, with every option, both
+// sum modes, and contiguous rows of odd length (the common case: every other row starts off 16
+// bytes). (Rows of one step are channel-last to the planner.)
 TEST_CASE("emulate: channel-first rows off 16 bytes walk the vector path") {
   setenv("CAUSAL_CONV1D_EMULATE_CHECK", "1", 1);
   std::mt19937 rng = test_rng(833);

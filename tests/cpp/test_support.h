@@ -61,9 +61,9 @@ struct HostTensor {
     storage.assign(static_cast<size_t>(extent) * dtype_size(dtype), 0);
     t.data = storage.data() + base * dtype_size(dtype);
   }
-  // Copies and moves keep the descriptor pointing into their own storage (at the same offset).
+  // Copies and moves keep the descriptor pointing into their own storage (at the same offset; a
+  // moved buffer keeps its address).
   HostTensor(const HostTensor& o) : storage(o.storage), t(o.t), base(o.base) { repoint(o); }
-  // (The buffer moves with it.)
   HostTensor(HostTensor&& o) noexcept : storage(std::move(o.storage)), t(o.t), base(o.base) {}
   HostTensor& operator=(const HostTensor& o) {
     storage = o.storage;
