@@ -169,20 +169,20 @@ struct BwdTimeWarp {
       dbs += gq;
       for (int k = 0; k < W; ++k) dws[k] += gq * xw[k];
     }
-    float a = 0.f;
+    float sum = 0.f;
     for (int k = 0; k < W; ++k) {
       const float gk = __shfl_sync(kAll, gq, (lane - k) & 31);
-      a += w[k] * gk;
+      sum += w[k] * gk;
     }
     const long long s = q - (W - 1);
     if (lane < W - 1 || s < lo || s >= hi) return;
-    a += bwd_dfinal<TX>(p, W, b, c, s);
+    sum += bwd_dfinal<TX>(p, W, b, c, s);
     if (s >= 0) {
       if (p.dx)
-        static_cast<TX*>(p.dx)[b * p.dx_stride[0] + c * p.dx_stride[1] + s * p.dx_stride[2]] = from_float<TX>(a);
+        static_cast<TX*>(p.dx)[b * p.dx_stride[0] + c * p.dx_stride[1] + s * p.dx_stride[2]] = from_float<TX>(sum);
     } else if (p.dinitial_states) {
       static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] +
-                                          (s + W - 1) * p.dinit_stride[2]] = from_float<TX>(a);
+                                          (s + W - 1) * p.dinit_stride[2]] = from_float<TX>(sum);
     }
   }
 
