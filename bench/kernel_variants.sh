@@ -117,9 +117,9 @@ variant bwd_unroll1 bwd_time_vec.cuh '#pragma unroll 2' '#pragma unroll 1'
 # bf16 loop 30.9 -> 33.6 an output). Whether the walk waits on memory or on its arithmetic, which
 # the registers-held loads ahead (above) could not tell apart: they cost occupancy. With 72
 # registers (7 blocks, 44%) it spills 12 instructions outside the loop on sm_90, none in it.
-# Emulator grids pass (2026-12-05). Its walk predates the head peel of rows off 16 bytes (which
-# the planner sends to TIME_VEC since 2026-12-05 18:00): it assumes aligned rows, as the `variants`
-# step's layouts (channel-first of 2048 steps, channel-last) are; the same holds for `base`.
+# Emulator grids pass (2026-12-05, again at 19:30 with the head peel of rows off 16 bytes, which
+# it shares with the tree through bwd_vec_ends.cuh). `base` (older kernels) assumes aligned rows,
+# as the `variants` step's layouts (channel-first of 2048 steps, channel-last) are.
 variant_file bwd_async bwd_time_vec.cuh bench/variants/bwd_time_vec_async.cuh
 variant_file bwd_async_mb7 bwd_time_vec.cuh bench/variants/bwd_time_vec_async.cuh bwd_params.h "$MINB" "${MINB/? 6 :/? 7 :}"
 # The backward's TIME_VEC segments: at least 4 warp steps (1024 steps) a warp, as in the tree,

@@ -3,6 +3,7 @@
 // training layout), walked by a warp per (channel, segment) with everything in registers.
 #pragma once
 #include "bwd_common.cuh"
+#include "bwd_vec_ends.cuh"
 
 namespace cc1d {
 
@@ -15,10 +16,10 @@ namespace cc1d {
 // loads of the kAhead earlier steps are in flight during a step's math (a ring of stages). No
 // shared memory, no barrier; the dweight/dbias sums are reduced over the warp in a fixed order.
 // Rows need not start on 16 bytes: segments start at the row's first aligned step a (0 to 7), and
-// after the walk the warp recomputes what the vectors leave out (fix_dx): the a steps before it,
-// dinitial_states, and dfinal_states' steps that begin in the step before the segment's last. (A
-// row of odd length makes most rows unaligned: they took the scalar TIME layout at 31% of the
-// copy on an H200, against 54% aligned.)
+// after the walk the warp recomputes what the vectors leave out (bwd_vec_ends.cuh): the a steps
+// before it, dinitial_states, and dfinal_states' steps that begin in the step before the
+// segment's last. (A row of odd length makes most rows unaligned: they took the scalar TIME
+// layout at 31% of the copy on an H200, against 54% aligned.)
 template <typename TX, typename TW, int W>
 struct BwdTimeWarp {
   static constexpr int P = kBwdWarpItems;
@@ -138,7 +139,7 @@ struct BwdTimeWarp {
       }
       if (LAST && dx0 != nullptr && p.dfinal_states != nullptr && e0 + P > p.seqlen - (W - 1))
         for (int j = 0; j < P; ++j) a[j] += bwd_dfinal<TX>(p, W, b, c, e0 + j);  // the row's last W-1 steps
-      // (Those in the step before, when this one holds fewer than W-1 of them: fix_dx.)
+      // (Those in the step before, when this one holds fewer than W-1 of them: BwdVecEnds.)
       if (!LAST || e0 + P <= p.seqlen) {
         unsigned ow[NWD];
         pack_words<TX>(a, ow);
@@ -152,64 +153,11 @@ struct BwdTimeWarp {
     }
   }
 
-  // dx at steps base + l - (W-1), l = lane in [W-1, 32), recomputed from x and dout: lane l takes
-  // g at base + l (0 outside the row), and the W-1 before it from the lanes below, summed in the
-  // walk's order (the same float result). Steps in [lo, hi) store dx, before 0 dinitial_states
-  // (lo < 0 only for the row's first steps); dfinal_states is added. With `head`, the steps before
-  // the walk's first (0 to a-1) also add their g to the dweight/dbias sums.
-  CC1D_HD void fix_dx(long long base, long long lo, long long hi, bool head) {
-    const long long q = base + lane;
-    float xw[W], gq = 0.f, z = bias;  // (bwd_g_at's g, with the window kept for the sums)
-    for (int k = 0; k < W; ++k) {
-      xw[k] = bwd_x<TX>(p, W, b, c, q - (W - 1) + k);
-      z += w[k] * xw[k];
-    }
-    if (q >= 0 && q < p.seqlen) gq = p.silu ? bwd_dout<TX>(p, b, c, q) * silu_grad(z) : bwd_dout<TX>(p, b, c, q);
-    if (head && q >= 0 && q < s_begin) {
-      dbs += gq;
-      for (int k = 0; k < W; ++k) dws[k] += gq * xw[k];
-    }
-    float sum = 0.f;
-    for (int k = 0; k < W; ++k) {
-      const float gk = __shfl_sync(kAll, gq, (lane - k) & 31);
-      sum += w[k] * gk;
-    }
-    const long long s = q - (W - 1);
-    if (lane < W - 1 || s < lo || s >= hi) return;
-    sum += bwd_dfinal<TX>(p, W, b, c, s);
-    if (s >= 0) {
-      if (p.dx)
-        static_cast<TX*>(p.dx)[b * p.dx_stride[0] + c * p.dx_stride[1] + s * p.dx_stride[2]] = from_float<TX>(sum);
-    } else if (p.dinitial_states) {
-      static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] +
-                                          (s + W - 1) * p.dinit_stride[2]] = from_float<TX>(sum);
-    }
-  }
-
-  // After the walk (from s_begin alone: nothing else stays live across it). Segment 0 (s_begin is
-  // a < P there): the row's steps before a, and dinitial_states, steps -(W-1)..a-1. The row's
-  // last segment: dfinal_states' steps in the step before its last (the walk adds it in the last).
-  CC1D_HD void fix_ends() {
-    const long long last_step = s_begin + (p.seqlen - 1 - s_begin) / kBwdWarpSpan * kBwdWarpSpan;
-#pragma unroll 1
-    for (int end = 0; end < 2; ++end) {  // one copy of fix_dx
-      const bool head = end == 0;
-      if (head ? s_begin < P && (s_begin > 0 || p.dinitial_states != nullptr)
-               : W > 2 && p.dx != nullptr && p.dfinal_states != nullptr && last_step > s_begin &&
-                     last_step < s_begin + p.segment_len && p.seqlen - (W - 1) < last_step)
-        fix_dx(head ? -2 * (W - 1) : p.seqlen - 2 * (W - 1), head ? -(W - 1) : p.seqlen - (W - 1),
-               head ? (s_begin < p.seqlen ? s_begin : p.seqlen) : last_step, head);
-    }
-  }
-
   CC1D_HD void run(long long seg) {
     bwd_load_weights<TW, W>(p, c, w, bias);
     const TX* __restrict__ xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
     const TX* __restrict__ drow = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1];
-    // a: the row's first 16-byte aligned step (dout's and dx's rows share it: the planner checks).
-    constexpr int V = 16 / (int)sizeof(TX);
-    const int a = (int)((V - (reinterpret_cast<unsigned long long>(xrow) & 15) / sizeof(TX)) % V);
-    s_begin = a + seg * p.segment_len;
+    s_begin = bwd_vec_first_aligned(xrow) + seg * p.segment_len;
     const long long e = s_begin + lane * P;
     dx0 = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] + e : nullptr;
     const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
@@ -247,7 +195,7 @@ struct BwdTimeWarp {
     // registers: rolled, ptxas copied the stage every step.
 #pragma unroll 2
     for (int i = steps - 2; i >= 0; --i) step<false>(i);
-    fix_ends();
+    BwdVecEnds<TX, W>{p, b, c, s_begin, lane, w, bias, dws, dbs}.run();
     if (p.acc == nullptr) return;
     const long long part = b * p.num_segments + seg;
     for (int k = 0; k <= W; ++k) {

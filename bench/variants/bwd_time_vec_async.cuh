@@ -4,6 +4,7 @@
 // `variants` step (bwd_async, bwd_async_mb7). After the run, it replaces the kernel or goes.
 #pragma once
 #include "bwd_common.cuh"
+#include "bwd_vec_ends.cuh"
 
 namespace cc1d {
 
@@ -60,7 +61,7 @@ struct BwdTimeWarp {
       : p(params), b(row), c(channel), lane((int)(threadIdx.x & 31)) {}
 
   CC1D_HD long long first_of(int i) const { return s_begin + (long long)i * kBwdWarpSpan + lane * P; }
-  CC1D_HD bool has_halo(int i) const { return i > 0 || s_begin > 0; }  // else h0: the row's start
+  CC1D_HD bool has_halo(int i) const { return i > 0 || s_begin >= P; }  // else h0: segment 0's start
 
   // The segment's last step into registers, element by element past seqlen (x and dout read 0
   // there, so g is 0).
@@ -170,7 +171,8 @@ struct BwdTimeWarp {
 
   CC1D_HD void run(long long seg) {
     bwd_load_weights<TW, W>(p, c, w, bias);
-    s_begin = seg * p.segment_len;
+    s_begin = bwd_vec_first_aligned(static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1]) +
+              seg * p.segment_len;  // rows off 16 bytes: as bwd_time_vec.cuh
     const long long e = s_begin + lane * P;
     dx0 = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] + e : nullptr;
     const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
@@ -187,14 +189,14 @@ struct BwdTimeWarp {
       if (p.silu) gj *= silu_grad(z);
     }
     for (int j = 0; j < W - 1; ++j) gcarry[j] = __shfl_sync(kAll, gj, j);
-    if (s_begin == 0 && lane == 0) {  // made before the walk: the loop carries no copy of bwd_x
+    if (seg == 0 && lane == 0) {  // made before the walk: the loop carries no copy of bwd_x
       float fh[P];
       unsigned hw[NWD];
-      for (int j = 0; j < P; ++j) fh[j] = bwd_x<TX>(p, W, b, c, j - P);
+      for (int j = 0; j < P; ++j) fh[j] = bwd_x<TX>(p, W, b, c, s_begin - P + j);
       pack_words<TX>(fh, hw);
       for (int j = 0; j < NH; ++j) h0[j] = hw[H0 + j];
     }
-    const int steps = (int)((s_end - s_begin + kBwdWarpSpan - 1) / kBwdWarpSpan);
+    const int steps = s_end > s_begin ? (int)((s_end - s_begin + kBwdWarpSpan - 1) / kBwdWarpSpan) : 0;
     const long long last = e + (long long)(steps - 1) * kBwdWarpSpan;
     xl = xrow + last;
     dl = drow + last;
@@ -217,17 +219,7 @@ struct BwdTimeWarp {
       read(i, my, st);
       step<false>(i, st);
     }
-    // x at s = j-(W-1) < 0 reaches outputs 0..j: the row's first step's g[0..W-2] (lane 0's),
-    // which lane 31 holds in gcarry after the walk.
-    if (s_begin == 0 && p.dinitial_states != nullptr && lane == 31) {
-      for (int j = 0; j < W - 1; ++j) {
-        float a = bwd_dfinal<TX>(p, W, b, c, j - (W - 1));
-        for (int k = 0; k < W; ++k)  // constant bounds: w stays in registers
-          if (k <= j) a += w[k] * gcarry[j - k];
-        static_cast<TX*>(p.dinitial_states)[b * p.dinit_stride[0] + c * p.dinit_stride[1] + j * p.dinit_stride[2]] =
-            from_float<TX>(a);
-      }
-    }
+    BwdVecEnds<TX, W>{p, b, c, s_begin, lane, w, bias, dws, dbs}.run();
     if (p.acc == nullptr) return;
     const long long part = b * p.num_segments + seg;
     for (int k = 0; k <= W; ++k) {

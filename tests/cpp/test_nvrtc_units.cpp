@@ -152,7 +152,8 @@ TEST_CASE("kernel sources of one op: the file, what it includes, and a digest of
   CHECK(fwd.header_names == std::vector<std::string>{"cc1d_types.cuh", "common.cuh", "fwd.cuh", "fwd_params.h"});
   CHECK(fwd.origin == "embedded");
   const KernelSources bwd = op_kernel_sources(emb, "bwd.cuh");  // its layouts' files, through bwd.cuh
-  for (const char* f : {"bwd.cuh", "bwd_common.cuh", "bwd_time_vec.cuh", "bwd_params.h", "common.cuh"})
+  for (const char* f :
+       {"bwd.cuh", "bwd_common.cuh", "bwd_time_vec.cuh", "bwd_vec_ends.cuh", "bwd_params.h", "common.cuh"})
     CHECK_MESSAGE(std::count(bwd.header_names.begin(), bwd.header_names.end(), f) == 1, f);
   CHECK(std::count(bwd.header_names.begin(), bwd.header_names.end(), "fwd.cuh") == 0);
   CHECK(fwd.hash != bwd.hash);
