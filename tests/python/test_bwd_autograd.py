@@ -75,6 +75,26 @@ def test_views_and_states(device, backend, layout, width, gen):
             assert_grad(name, g, e, dt)
 
 
+@pytest.mark.parametrize("width", [2, 4, 8])
+@pytest.mark.parametrize("device,backend", DEV_BACKENDS)
+def test_rows_off_16_bytes_and_final_states_across_warp_steps(device, backend, width, gen):
+    """Contiguous channel-first rows of odd length, so that most rows start off 16 bytes (the GPU's
+    vector walk starts each row at its first aligned step and recomputes the steps before it),
+    and lengths whose last W-1 steps begin in the 256-step warp step before the last (the walk
+    left dfinal_states out of those before 2026-12-05), with and without initial states."""
+    cases = [(torch.bfloat16, 2047), (torch.float16, 257), (torch.float32, 258), (torch.bfloat16, 45)]
+    for k, (xd, L) in enumerate(cases):
+        x, w, b, s, init, dout, df = make_bwd_case(gen, device, "cf", xd, torch.float32, width, L, 9, bias=True,
+                                                   seq=False, init=k % 2 == 0, dfinal=True, state_layout="cf")
+        got = _grads_via_autograd(x, w, b, s, init, dout, df, k != 3, backend)
+        _served_by(backend)
+        want = reference_grads(x, w, b, s, init, k != 3, dout, df)
+        dtypes = (xd, torch.float32, torch.float32, xd)
+        for name, g, e, dt in zip(("x", "weight", "bias", "initial_states"), got, want, dtypes):
+            if e is not None:
+                assert_grad(name, g, e, dt)
+
+
 def _long_case(device, backend, L, case, gen):
     layout = case.split("-")[0]
     xd = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[case.split("-")[1]]
