@@ -20,8 +20,8 @@
 // shared-memory reads hit consecutive banks. The left halo of x and the
 // right halo of g (carried from the later chunk, so silu is recomputed once) go through shared
 // memory. The block then reduces dweight and dbias in a fixed order. TIME_VEC (unit stride,
-// x's, dout's and dx's rows equally aligned, bwd_time_vec.cuh): a warp walks a segment with x, dout and dx in registers,
-// halos by shuffle.
+// x's, dout's and dx's rows equally aligned, bwd_time_vec.cuh): a warp walks a segment with x,
+// dout and dx in registers, halos by shuffle.
 // Channel layout: a thread walks its channel backwards over a segment (and W-1 steps of halo)
 // with sliding windows. CHANNEL_VEC (channel-last, 16-byte aligned rows of channels): a block
 // walks 128 bytes of channels over a segment, tile by tile, through shared memory.

@@ -157,7 +157,7 @@ struct BwdTimeWarp {
     bwd_load_weights<TW, W>(p, c, w, bias);
     const TX* __restrict__ xrow = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
     const TX* __restrict__ drow = static_cast<const TX*>(p.dout) + b * p.dout_stride[0] + c * p.dout_stride[1];
-    s_begin = bwd_vec_first_aligned(xrow) + seg * p.segment_len;
+    s_begin = first_aligned_step(xrow) + seg * p.segment_len;  // dout's and dx's rows share it: the planner checks
     const long long e = s_begin + lane * P;
     dx0 = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] + e : nullptr;
     const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;

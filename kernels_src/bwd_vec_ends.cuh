@@ -8,14 +8,6 @@
 
 namespace cc1d {
 
-// The first step of a unit-stride row at a 16-byte boundary (0 to 16 / sizeof(TX) - 1): a row's
-// segments start there. x's, dout's and dx's rows share it (the planner checks).
-template <typename TX>
-CC1D_HD int bwd_vec_first_aligned(const TX* row) {
-  constexpr int V = 16 / (int)sizeof(TX);
-  return (int)((V - (reinterpret_cast<unsigned long long>(row) & 15) / sizeof(TX)) % V);
-}
-
 // One warp's (channel, segment) after its walk: the walk's weights and its dweight/dbias sums.
 // Computed from s_begin alone (the segment's first step: a + segment * segment_len), so that no
 // other value of the walk stays live across it (at the 16-bit walk's 80 registers, any did spill).

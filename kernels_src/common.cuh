@@ -73,6 +73,14 @@ template <typename T>
 CC1D_HD void load16(const T* p, unsigned (&w)[4]) {
   cc1d_vec_load<unsigned, 4>(reinterpret_cast<const unsigned*>(p), w);
 }
+// The first step of a unit-stride row of T at a 16-byte boundary (0 to 16 / sizeof(T) - 1): the
+// vector paths start a row there and handle the steps before it apart.
+template <typename T>
+CC1D_HD int first_aligned_step(const T* row) {
+  constexpr int V = 16 / (int)sizeof(T);
+  return (int)((V - (reinterpret_cast<unsigned long long>(row) & 15) / sizeof(T)) % V);
+}
+
 // 4 packed words to 16 aligned bytes of global memory.
 template <typename T>
 CC1D_HD void store16(T* p, const unsigned (&w)[4]) {

@@ -195,7 +195,7 @@ struct TimeVec {
     const int lane = threadIdx.x & 31;
     const TX* __restrict__ xr = static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1];
     TX* __restrict__ outr = static_cast<TX*>(p.out) + b * p.out_stride[0] + c * p.out_stride[1];
-    const int a = (int)((16 - (reinterpret_cast<unsigned long long>(xr) & 15)) & 15) / (int)sizeof(TX);
+    const int a = first_aligned_step(xr);
     const long long s0 = a + seg * kFwdVecSegment;
     if (seg > 0 && s0 >= p.seqlen) return;  // the row's last segment, shifted past its end
     const long long s_end = s0 + kFwdVecSegment < p.seqlen ? s0 + kFwdVecSegment : p.seqlen;

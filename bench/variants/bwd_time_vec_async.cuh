@@ -171,7 +171,7 @@ struct BwdTimeWarp {
 
   CC1D_HD void run(long long seg) {
     bwd_load_weights<TW, W>(p, c, w, bias);
-    s_begin = bwd_vec_first_aligned(static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1]) +
+    s_begin = first_aligned_step(static_cast<const TX*>(p.x) + b * p.x_stride[0] + c * p.x_stride[1]) +
               seg * p.segment_len;  // rows off 16 bytes: as bwd_time_vec.cuh
     const long long e = s_begin + lane * P;
     dx0 = p.dx ? static_cast<TX*>(p.dx) + b * p.dx_stride[0] + c * p.dx_stride[1] + e : nullptr;

@@ -38,7 +38,7 @@ class Table:
         self.args = args
         self.limits = limits
         self.rows = [(arg, len(arg.dims), arg.min_rank or len(arg.dims),
-                      [(i,) + _dim(rule) for i, rule in enumerate(arg.dims) if _dim(rule)[0] is not None])
+                      [(i,) + d for i, d in enumerate(map(_dim, arg.dims)) if d[0] is not None])
                      for arg in args]
 
 
