@@ -9,7 +9,8 @@
 // of every op; --smoke two (ctest's check that the bench still runs; no NVRTC: exit 77). Times
 // are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on
 // a busy machine would measure the other processes too), with wall time beside. Prints one line
-// per variant and a summary (min/median/max).
+// per variant and a summary (min/median/max), and what the shipped PTX tier's lookup and
+// decompression cost for the variants it holds.
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "ops/update/update_kernels.h"
 #include "jit/kernel_source.h"
 #include "nvrtc/nvrtc_lib.h"
+#include "nvrtc/ptx_tier.h"
 
 using namespace cc1d;
 
@@ -152,6 +154,22 @@ int main(int argc, char** argv) {
   summary("cubin compile, wall", cubin_ms);
   summary("PTX only (front end), CPU", ptx_cpu);
   summary("disk cache load", load_ms);
+  // What the shipped PTX tier costs a first call before the driver's JIT: its lookup and the
+  // decompression (the JIT itself needs a driver: bench/ptx_tier.py times ptxas instead).
+  const PtxTier tier(shipped_ptx_pack());
+  std::vector<double> unpack_ms;
+  for (size_t i = 0; i < names.size(); ++i) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const double c = thread_cpu_ms();
+      const ShippedPtx* e = tier.find(srcs[i].hash, names[i], arch);
+      if (e == nullptr) break;
+      tier.ptx(*e);
+      best = std::min(best, thread_cpu_ms() - c);
+    }
+    if (best < 1e30) unpack_ms.push_back(best);
+  }
+  summary("shipped PTX: find + unpack", unpack_ms);
 
   // The same variants several to a program: per-kernel CPU time of one program holding the
   // variants of one kernel family (its 3 x dtypes), and of one holding all of them.

@@ -50,8 +50,13 @@ cc1d_add_test(test_nvrtc_cache SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_cache.cpp
 cc1d_add_test(test_nvrtc_discovery SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_discovery.cpp LIBS cc1d_static)
 cc1d_add_test(test_cache_faults SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_faults.cpp LIBS cc1d_static)
 cc1d_add_test(test_cache_tiers SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_tiers.cpp LIBS cc1d_static)
+cc1d_add_test(test_lz_codec SOURCES ${CC1D_GPU_TEST_DIR}/test_lz_codec.cpp LIBS cc1d_static)
+cc1d_add_test(test_ptx_tier SOURCES ${CC1D_GPU_TEST_DIR}/test_ptx_tier.cpp LIBS cc1d_static)
+if(TARGET cc1d_ptx_pack)
+  target_compile_definitions(test_ptx_tier PRIVATE CC1D_TEST_PTX_TIER_BUILT)
+endif()
 set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery test_cache_faults
-                     test_cache_tiers PROPERTIES LABELS "nvrtc;asan")
+                     test_cache_tiers test_lz_codec test_ptx_tier PROPERTIES LABELS "nvrtc;asan")
 target_compile_definitions(test_nvrtc_discovery PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
 add_dependencies(test_nvrtc_discovery ${CC1D_FAKE_TARGETS})
 
@@ -82,7 +87,8 @@ set_tests_properties(test_nvrtc_compile_all PROPERTIES LABELS "nvrtc;slow"
                      PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed")
 
 # ---- the backend through the public C ABI, one process per environment --------------------
-add_executable(test_nvrtc_backend ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend.cpp ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend_ops.cpp)
+add_executable(test_nvrtc_backend ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend.cpp ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend_ops.cpp
+               ${CC1D_GPU_TEST_DIR}/test_nvrtc_backend_tier.cpp)
 target_link_libraries(test_nvrtc_backend PRIVATE doctest::doctest cc1d::cc1d ${CMAKE_DL_LIBS} Threads::Threads)
 target_include_directories(test_nvrtc_backend PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}
                            ${PROJECT_SOURCE_DIR}/runtime/include)
@@ -97,6 +103,8 @@ file(APPEND ${CC1D_BROKEN_KERNELS}/fwd.cuh "\nthis line is a deliberate syntax e
 
 # cc1d_backend_test(<scenario> <test case name> [COMPILES] [ENV ...] [PROPS ...])
 # COMPILES: the scenario needs an NVRTC (skipped, exit 77, when the library finds none).
+# The shipped PTX tier is off unless ENV turns it on (CAUSAL_CONV1D_PTX_TIER=1): these scenarios
+# are about NVRTC; the tier's own are below.
 function(cc1d_backend_test scenario test_case)
   cmake_parse_arguments(T "COMPILES" "" "ENV;PROPS" ${ARGN})
   if(T_COMPILES)
@@ -105,7 +113,7 @@ function(cc1d_backend_test scenario test_case)
   set(cache ${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/${scenario})
   add_test(NAME nvrtc_backend.${scenario} COMMAND test_nvrtc_backend "--test-case=${test_case}")
   set_tests_properties(nvrtc_backend.${scenario} PROPERTIES
-    ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${cache};CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${T_ENV}"
+    ENVIRONMENT "CAUSAL_CONV1D_CACHE_DIR=${cache};CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};CAUSAL_CONV1D_PTX_TIER=0;${T_ENV}"
     # Exactly one test case must run: a filter that matches nothing would pass silently.
     PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed"
     SKIP_RETURN_CODE 77 LABELS "nvrtc;asan"
@@ -140,7 +148,7 @@ cc1d_backend_test(launch_error "launch error" COMPILES ENV ${_fake} CC1D_FAKE_LA
 cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} PROPS FIXTURES_SETUP nvrtc_disk_cache)
 cc1d_backend_test(cache_warm "disk cache warm" COMPILES ENV ${_fake} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
 set_tests_properties(nvrtc_backend.cache_warm PROPERTIES ENVIRONMENT
-  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
+  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1;CAUSAL_CONV1D_PTX_TIER=0")
 # The same cache, with kernel sources whose bwd.cuh alone differs (copied when the test runs, so
 # the other files match the embedded ones): the forward's entry must still serve.
 set(_edited ${CMAKE_CURRENT_BINARY_DIR}/kernels_bwd_edited)
@@ -150,7 +158,40 @@ set_tests_properties(nvrtc_backend.kernels_bwd_edited PROPERTIES FIXTURES_SETUP 
 cc1d_backend_test(cache_other_op "disk cache after another op's edit" COMPILES)
 set_tests_properties(nvrtc_backend.cache_other_op PROPERTIES FIXTURES_REQUIRED "nvrtc_disk_cache;kernels_bwd_edited"
   ENVIRONMENT
-  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CAUSAL_CONV1D_KERNEL_DIR=${_edited};CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1")
+  "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CAUSAL_CONV1D_KERNEL_DIR=${_edited};CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1;CAUSAL_CONV1D_PTX_TIER=0")
+
+# ---- the shipped PTX tier (test_nvrtc_backend_tier.cpp), when this build embeds one ----------
+if(TARGET cc1d_ptx_pack)
+  set(_tier ${_fake} CAUSAL_CONV1D_PTX_TIER=1)
+  cc1d_backend_test(ptx_tier "shipped PTX tier serves a first call" COMPILES ENV ${_tier} "CC1D_FAKE_DEVICES=90,86"
+                    PROPS FIXTURES_SETUP ptx_tier_cache)
+  cc1d_backend_test(ptx_tier_warm "shipped PTX tier from the disk cache" ENV ${_tier}
+                    PROPS FIXTURES_REQUIRED ptx_tier_cache)
+  set_tests_properties(nvrtc_backend.ptx_tier_warm PROPERTIES ENVIRONMENT
+    "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/ptx_tier;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_tier}")
+  cc1d_backend_test(ptx_tier_sm100 "shipped PTX tier refused" COMPILES ENV ${_tier} CC1D_FAKE_DEVICES=100
+                    "CC1D_TEST_TIER_REFUSAL=none of which gives sm_100 the SASS of its own cubin")
+  cc1d_backend_test(ptx_tier_off "shipped PTX tier refused" COMPILES ENV ${_fake} CAUSAL_CONV1D_PTX_TIER=off
+                    "CC1D_TEST_TIER_REFUSAL=turned off by CAUSAL_CONV1D_PTX_TIER")
+  cc1d_backend_test(ptx_tier_link_fault "shipped PTX tier the driver refuses" COMPILES ENV ${_tier} CC1D_FAKE_FAULT=link)
+  # Sources whose fwd.cuh differs from the embedded one: the forward's digest misses the tier.
+  set(_fwd_edited ${CMAKE_CURRENT_BINARY_DIR}/kernels_fwd_edited)
+  add_test(NAME nvrtc_backend.kernels_fwd_edited COMMAND sh -c
+    "rm -rf '${_fwd_edited}' && cp -r '${PROJECT_SOURCE_DIR}/kernels_src' '${_fwd_edited}' && echo '// an edit' >> '${_fwd_edited}/fwd.cuh'")
+  set_tests_properties(nvrtc_backend.kernels_fwd_edited PROPERTIES FIXTURES_SETUP kernels_fwd_edited LABELS "nvrtc;asan")
+  cc1d_backend_test(ptx_tier_kernel_dir "shipped PTX tier refused" COMPILES ENV ${_tier}
+                    CAUSAL_CONV1D_KERNEL_DIR=${_fwd_edited} CC1D_TEST_TIER_REFUSAL=serves
+                    PROPS FIXTURES_REQUIRED kernels_fwd_edited)
+  if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")
+    cc1d_backend_test(ptx_tier_old_driver "shipped PTX tier refused" COMPILES ENV ${_tier}
+                      CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC12} CC1D_FAKE_DRIVER_VERSION=12080
+                      "CC1D_TEST_TIER_REFUSAL=newer than this CUDA 12.8 driver can JIT")
+  endif()
+  # A cache that NVRTC filled (cache_cold) serves before the tier.
+  cc1d_backend_test(cache_warm_tier "disk cache warm" COMPILES ENV ${_tier} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
+  set_tests_properties(nvrtc_backend.cache_warm_tier PROPERTIES ENVIRONMENT
+    "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_tier};CC1D_TEST_NEEDS_NVRTC=1")
+endif()
 
 # ---- cc1d_self_test (what `causal-conv1d doctor` runs per device), one process per scenario ---
 cc1d_add_test(test_self_test SOURCES ${CC1D_GPU_TEST_DIR}/test_self_test.cpp LIBS cc1d::cc1d

@@ -12,7 +12,6 @@
 #include "fake_api.h"
 
 using fake::counters;
-using CUdeviceptr = unsigned long long;
 
 // Unversioned aliases (older exports of the same functions).
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease(int device) { return cuDevicePrimaryCtxRelease_v2(device); }
@@ -118,6 +117,9 @@ const Proc kProcs[] = {
 #include "runtime/src/nvrtc/cuda_api.def"
 #undef CC1D_CUDA_FN
     P("cuGetProcAddress", cuGetProcAddress),
+    // The PTX linker (fake_link.cpp):
+    P("cuLinkCreate", cuLinkCreate_v2), P("cuLinkAddData", cuLinkAddData_v2), P("cuLinkComplete", cuLinkComplete),
+    P("cuLinkDestroy", cuLinkDestroy),
     // Counted only:
     P("cuMemAlloc", cuMemAlloc_v2), P("cuMemAllocAsync", cuMemAllocAsync), P("cuMemAllocHost", cuMemAllocHost_v2),
     P("cuMemHostAlloc", cuMemHostAlloc), P("cuMemFree", cuMemFree_v2), P("cuMemFreeAsync", cuMemFreeAsync),

@@ -4,7 +4,8 @@
  * GPU that does not exist: device memory is host memory, and cuLaunchKernel runs the launch
  * through the kernel emulator (fallback/emulator/) with the same grid, block, dynamic shared
  * memory and parameters. cuModuleLoadData takes the real cubin NVRTC produced and rejects it,
- * like a real driver, when its ELF header names an SM the device cannot run.
+ * like a real driver, when its ELF header names an SM the device cannot run. cuLink* turn PTX into
+ * a synthetic cubin for the current device (fake_link.cpp), as the shipped PTX tier uses them.
  *
  * Never installed. Tests select it with CAUSAL_CONV1D_CUDA_DRIVER=<build>/fake_driver/libcuda.so.1.
  *
@@ -28,6 +29,7 @@
  *       no_device    cuInit returns CUDA_ERROR_NO_DEVICE (100), as CC1D_FAKE_INIT_RESULT=100
  *       stub         every entry point returns CUDA_ERROR_STUB_LIBRARY (34), like the toolkit stub
  *       module_load  cuModuleLoadData returns CUDA_ERROR_INVALID_IMAGE (200)
+ *       link         cuLinkAddData refuses the PTX with CUDA_ERROR_INVALID_PTX (218) and a log
  *       launch       cuLaunchKernel returns CUDA_ERROR_LAUNCH_FAILED (719), as
  *                    CC1D_FAKE_LAUNCH_RESULT=719
  *   CAUSAL_CONV1D_EMULATE_CHECK / _SEED / CAUSAL_CONV1D_NUM_THREADS apply to the emulated launches.
@@ -56,6 +58,7 @@ enum {
   FAKE_CUDA_ERROR_INVALID_IMAGE = 200,
   FAKE_CUDA_ERROR_INVALID_CONTEXT = 201,
   FAKE_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  FAKE_CUDA_ERROR_INVALID_PTX = 218,
   FAKE_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   FAKE_CUDA_ERROR_INVALID_HANDLE = 400,
   FAKE_CUDA_ERROR_NOT_FOUND = 500,

@@ -11,6 +11,7 @@ add_library(cc1d_fake_cuda SHARED
   ${CC1D_FAKE_DRIVER_DIR}/fake_image.cpp
   ${CC1D_FAKE_DRIVER_DIR}/fake_driver.cpp
   ${CC1D_FAKE_DRIVER_DIR}/fake_counting.cpp
+  ${CC1D_FAKE_DRIVER_DIR}/fake_link.cpp
   ${CC1D_FAKE_DRIVER_DIR}/fake_capture.cpp)
 # The emulator, the host kernels and cubin_elf come from the same objects as libcc1d: the fake
 # holds its own private copy (only cu* and cc1d_fake_* are exported).

@@ -78,6 +78,8 @@ const ErrorText* find_error(int code) {
 
 }  // namespace
 
+int current_device() { return current() == nullptr ? -1 : current()->device; }
+
 }  // namespace fake
 
 using fake::config;

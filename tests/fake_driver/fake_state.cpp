@@ -61,6 +61,7 @@ Config parse_env() {
       if (item == "no_device" && c.init_result == 0) c.init_result = FAKE_CUDA_ERROR_NO_DEVICE;
       else if (item == "stub") c.stub = true;
       else if (item == "module_load") c.module_load_fault = true;
+      else if (item == "link") c.link_fault = true;
       else if (item == "launch" && c.launch_result == 0) c.launch_result = FAKE_CUDA_ERROR_LAUNCH_FAILED;
     }
   }

@@ -26,6 +26,7 @@ struct Config {
   int launch_result = 0;     // cuLaunchKernel fails with it when not 0 (the launch fault: 719)
   bool stub = false;
   bool module_load_fault = false;
+  bool link_fault = false;   // cuLinkAddData refuses the PTX (fake_link.cpp)
   bool execute = true;       // CC1D_FAKE_EXECUTE=0: launches are checked and recorded, not run
   int devices() const { return static_cast<int>(sms.size()); }
   bool has_device(int d) const { return d >= 0 && d < devices(); }
@@ -46,6 +47,9 @@ Counters& counters();
 
 // Records why a call failed (cc1d_fake_last_error) and returns `code`.
 CUresult failed(CUresult code, const std::string& why);
+
+// The device of this thread's current context, or -1 when none is current.
+int current_device();
 
 bool initialized();
 void set_initialized(bool v);

@@ -76,6 +76,12 @@
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).
  *  - CAUSAL_CONV1D_CUDA_DRIVER path of the libcuda to load instead of libcuda.so.1 (tests).
  *  - CAUSAL_CONV1D_KERNEL_DIR  directory of kernel sources used instead of the embedded ones.
+ *  - CAUSAL_CONV1D_PTX_TIER    0 / off: the nvrtc backend never uses the shipped PTX tier (PTX of
+ *                              the common variants, made by NVRTC when libcc1d was built, which the
+ *                              driver's JIT turns into a cubin at a first call in about a third of
+ *                              an NVRTC compile) and compiles every kernel with NVRTC. Default on;
+ *                              the report's "ptx_tier" says what it holds and, per device, whether
+ *                              it serves it and why not.
  *  - CAUSAL_CONV1D_CACHE_DIR   the local compiled-kernel cache (default $XDG_CACHE_HOME or
  *                              ~/.cache, then /causal-conv1d/kernels); "off" disables it. See
  *                              "Kernel cache" below.

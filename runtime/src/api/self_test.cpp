@@ -94,7 +94,7 @@ class CudaMemory final : public Memory {
   explicit CudaMemory(int ordinal) : probe_(probe_cuda_driver()) {
     if (probe_.driver == nullptr || !probe_.reason.empty()) fail(CC1D_ERR_BACKEND_UNAVAILABLE, probe_.reason);
     drv_ = probe_.driver.get();
-    mem_ = &drv_->memory_api();
+    mem_ = &drv_->extra_api();
     ctx_ = drv_->primary_context(ordinal);
   }
   ~CudaMemory() override {
@@ -125,7 +125,7 @@ class CudaMemory final : public Memory {
  private:
   DriverProbe probe_;
   CudaDriver* drv_ = nullptr;
-  const CudaMemoryApi* mem_ = nullptr;
+  const CudaExtraApi* mem_ = nullptr;
   CUcontext ctx_ = nullptr;
   std::vector<CUdeviceptr> blocks_;
 };

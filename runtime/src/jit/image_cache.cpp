@@ -352,10 +352,10 @@ void ImageCache::write_local(const std::string& digest, const std::string& bytes
   if (cap != 0) evict([&](uint64_t total) { return total > cap ? cap / 10 * 9 : total; });
 }
 
-bool ImageCache::load(const CacheKey& key, CompiledImage* out, std::string* origin) {
+bool ImageCache::load(const CacheKey& key, CompiledImage* out, std::string* origin, bool count_miss) {
   StatCounts delta;
   const bool hit = lookup(key.digest(), out, origin, &delta);
-  if (!hit) {
+  if (!hit && count_miss) {
     ++misses_;
     ++delta[kLocal]["misses"];
   }

@@ -65,8 +65,9 @@ class ImageCache {
   ~ImageCache();
 
   // True and fills *out on a hit (memory, local, then tiers). *origin (optional): "memory
-  // cache", "disk cache" or "tier <path>".
-  bool load(const CacheKey& key, CompiledImage* out, std::string* origin = nullptr);
+  // cache", "disk cache" or "tier <path>". count_miss false: a look before another key's
+  // lookup, whose miss that lookup counts.
+  bool load(const CacheKey& key, CompiledImage* out, std::string* origin = nullptr, bool count_miss = true);
   // Stores a successful compile (memory, and the local directory when writable). Never throws.
   void store(const CacheKey& key, const CompiledImage& kernel);
   // A hit, or else the result of `compile`, called at most once across the processes sharing

@@ -7,6 +7,7 @@
 // driver may already be torn down when ours would run.
 #include "jit/jit_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -34,7 +35,7 @@ struct Slot {
 };
 
 struct CompileRecord {
-  std::string kernel, target, origin;  // origin: "compiled", "memory cache", "disk cache", "tier <path>"
+  std::string kernel, target, origin;  // "compiled", "shipped PTX", "memory cache", "disk cache", "tier <path>"
   int device = 0;
   double ms = 0;        // the call's kernels together: lookup, compile, load
   size_t program = 0;   // compiled: how many kernels its compiler program held (0 otherwise)
@@ -174,29 +175,67 @@ std::vector<void*> JitBackend::kernels(const JitDevice& dev, const KernelSources
 
 std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& src,
                                      const std::vector<std::string>& names) {
-  std::vector<CacheKey> keys;
-  for (const std::string& name : names)
-    keys.push_back(CacheKey{src.hash, name, dev.target, dev.compiler, dev.options, CC1D_ABI_VERSION});
   const auto t0 = std::chrono::steady_clock::now();
-  // Compile once across processes: hits, or this process compiles while the others wait.
-  std::vector<std::string> origins;
+  std::vector<CompiledImage> images(names.size());
+  std::vector<std::string> origins(names.size());
   size_t compiled = 0;
-  const std::vector<CompiledImage> images = cache_->get_or_compile_all(
-      keys,
-      [&](const std::vector<size_t>& missing) {
-        std::vector<std::string> todo;
-        for (size_t i : missing) todo.push_back(names[i]);
-        compiled = todo.size();
-        return tc_->compile(src, todo, dev);
-      },
-      &origins);
+  std::vector<bool> prebuilt(names.size());  // made by a prebuilt tier (Toolchain::producer)
+  // Compile once across processes: hits, or this process compiles while the others wait.
+  const auto fetch = [&](const std::vector<size_t>& which, const std::vector<CacheKey>& keys) {
+    std::vector<std::string> got;
+    const std::vector<CompiledImage> imgs = cache_->get_or_compile_all(
+        keys,
+        [&](const std::vector<size_t>& missing) {
+          std::vector<std::string> todo;
+          compiled = 0;  // those of the compiler's program
+          for (size_t i : missing) {
+            todo.push_back(names[which[i]]);
+            compiled += !prebuilt[which[i]];
+          }
+          return tc_->compile(src, todo, dev);
+        },
+        &got);
+    for (size_t k = 0; k < which.size(); ++k) {
+      images[which[k]] = imgs[k];
+      origins[which[k]] = got[k];
+    }
+  };
+  const auto key = [&](const std::string& name, const Producer& p) {
+    return CacheKey{src.hash, name, dev.target, p.compiler, p.options, CC1D_ABI_VERSION};
+  };
+  for (int attempt = 0;; ++attempt) {
+    std::vector<size_t> which;
+    std::vector<CacheKey> keys;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const Producer p = tc_->producer(dev, src, names[i]);
+      prebuilt[i] = p.prebuilt;
+      // The device compiler's own image, when a cache holds it (a precompiled tier), beats a prebuilt one.
+      if (p.prebuilt && cache_->load(key(names[i], Producer{dev.compiler, dev.options, false}), &images[i], &origins[i],
+                                     false)) {
+        prebuilt[i] = false;
+        continue;
+      }
+      which.push_back(i);
+      keys.push_back(key(names[i], p));
+    }
+    try {
+      if (!which.empty()) fetch(which, keys);
+      break;
+    } catch (const Error& e) {
+      // A prebuilt tier that failed has turned itself off: once more with the device's compiler.
+      if (attempt > 0 || std::find(prebuilt.begin(), prebuilt.end(), true) == prebuilt.end()) throw;
+      log_line(CC1D_LOG_WARN, "{} backend: {}; compiling with {} instead", backend_name(id_), e.what(), dev.compiler);
+    }
+  }
   std::vector<void*> fns;
   for (size_t i = 0; i < names.size(); ++i) fns.push_back(tc_->load(dev, images[i], names[i]));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < names.size(); ++i)
-    records_.push_back(
-        CompileRecord{names[i], dev.target, origins[i], dev.ordinal, ms, origins[i] == "compiled" ? compiled : 0});
+  for (size_t i = 0; i < names.size(); ++i) {
+    const bool made = origins[i] == "compiled";
+    records_.push_back(CompileRecord{names[i], dev.target, made && prebuilt[i] ? "shipped PTX" : origins[i],
+                                     dev.ordinal, ms, made && !prebuilt[i] ? compiled : 0});
+  }
   return fns;
 }
 

@@ -20,11 +20,6 @@
 
 namespace cc1d {
 
-namespace {
-
-constexpr cc1d_dtype kElementTypes[] = {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16};
-
-// The top-level template arguments of a name expression, trimmed.
 std::vector<std::string> template_args(const std::string& name) {
   std::vector<std::string> args;
   const size_t open = name.find('<'), close = name.rfind('>');
@@ -45,9 +40,14 @@ std::vector<std::string> template_args(const std::string& name) {
   return args;
 }
 
+namespace {
+
+constexpr cc1d_dtype kElementTypes[] = {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16};
+
 bool is_integer(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
+
 
 struct Job {
   const OpEntry* op;

@@ -26,6 +26,9 @@ struct PrecompileRequest {
 // The archs of a fleet (precompile's default): Turing to Blackwell.
 const std::vector<int>& default_precompile_archs();
 
+// The top-level template arguments of a name expression, trimmed ("float", "4", ...).
+std::vector<std::string> template_args(const std::string& name);
+
 // The variants of `op` that the filters keep. An element type is one of kernel_type_name()'s
 // words among a name expression's template arguments; the width is its first integer template
 // argument (every op's kernel template takes the element types first, then the width). A

@@ -29,6 +29,13 @@ struct JitDevice {
   std::vector<std::string> options;  // the exact compile options, part of every cache key
 };
 
+// Who makes a kernel's image: the compiler identity and options of its cache key.
+struct Producer {
+  std::string compiler;
+  std::vector<std::string> options;
+  bool prebuilt = false;  // a tier built with libcc1d (nvrtc: the shipped PTX), not the device's compiler
+};
+
 class Toolchain {
  public:
   virtual ~Toolchain() = default;
@@ -42,6 +49,12 @@ class Toolchain {
   // CC1D_ERR_COMPILE with the compiler's log when the source is rejected.
   virtual std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
                                              const JitDevice& device) = 0;
+  // Who makes kernel `name`'s image for `dev`: the device's compiler (dev.compiler, dev.options),
+  // or a prebuilt tier that holds it, whose image compile() then returns. A tier that fails in
+  // compile() turns itself off for the device, so the next producer() names the compiler.
+  virtual Producer producer(const JitDevice& dev, const KernelSources& /*sources*/, const std::string& /*name*/) {
+    return Producer{dev.compiler, dev.options, false};
+  }
   // Loads an image on the device and returns its entry point (an opaque handle kept for the life
   // of the process). Throws CC1D_ERR_BACKEND_UNAVAILABLE when the driver refuses the image.
   virtual void* load(const JitDevice& device, const CompiledImage& image, const std::string& name) = 0;

@@ -132,19 +132,19 @@ CUcontext CudaDriver::primary_context(int ordinal) {
   return ctx;
 }
 
-const CudaMemoryApi& CudaDriver::memory_api() {
-  std::call_once(memory_once_, [this] {
+const CudaExtraApi& CudaDriver::extra_api() {
+  std::call_once(extra_once_, [this] {
     Resolver r = make_resolver(*lib_, version_);
     std::vector<std::string> missing;
-#define CC1D_CUDA_FN(name, sym, ret, params) resolve(r, memory_.name, #name, #sym, &missing);
-#include "nvrtc/cuda_memory_api.def"
+#define CC1D_CUDA_FN(name, sym, ret, params) resolve(r, extra_.name, #name, #sym, &missing);
+#include "nvrtc/cuda_extra_api.def"
 #undef CC1D_CUDA_FN
-    memory_missing_ = join(missing);
+    extra_missing_ = join(missing);
   });
-  if (!memory_missing_.empty())
-    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "CUDA driver " + path() + " lacks " + memory_missing_ +
+  if (!extra_missing_.empty())
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "CUDA driver " + path() + " lacks " + extra_missing_ +
                                            "; update the NVIDIA driver");
-  return memory_;
+  return extra_;
 }
 
 ContextGuard::ContextGuard(const CudaDriver& driver, CUcontext ctx) : driver_(driver) {

@@ -26,6 +26,9 @@ using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
 using CUstream = CUstream_st*;
 using CUdeviceptr = unsigned long long;
+using CUjit_option = int;  // an enum in cuda.h
+struct CUlinkState_st;
+using CUlinkState = CUlinkState_st*;
 
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorNotInitialized = 3;
@@ -49,10 +52,11 @@ struct CudaDriverApi {
 #undef CC1D_CUDA_FN
 };
 
-// Device memory entry points (cuda_memory_api.def), for the self-test only.
-struct CudaMemoryApi {
+// Entry points off the launch path (cuda_extra_api.def): device memory for the self-test, the
+// PTX linker for the shipped-PTX tier.
+struct CudaExtraApi {
 #define CC1D_CUDA_FN(name, sym, ret, params) ret(*name) params = nullptr;
-#include "nvrtc/cuda_memory_api.def"
+#include "nvrtc/cuda_extra_api.def"
 #undef CC1D_CUDA_FN
 };
 
@@ -72,9 +76,9 @@ class CudaDriver {
   // The device's primary context (the one torch and the runtime API use), retained on first
   // use and kept for the life of the process. Thread-safe.
   CUcontext primary_context(int ordinal);
-  // The device memory entry points, resolved on first call (the launch path never asks for
-  // them). Throws CC1D_ERR_BACKEND_UNAVAILABLE naming any the driver lacks. Thread-safe.
-  const CudaMemoryApi& memory_api();
+  // The entry points of cuda_extra_api.def, resolved on first call (the launch path never asks
+  // for them). Throws CC1D_ERR_BACKEND_UNAVAILABLE naming any the driver lacks. Thread-safe.
+  const CudaExtraApi& extra_api();
 
  private:
   std::shared_ptr<DynLib> lib_;
@@ -83,9 +87,9 @@ class CudaDriver {
   std::string resolver_;
   std::mutex ctx_mu_;
   std::vector<CUcontext> contexts_;
-  std::once_flag memory_once_;
-  CudaMemoryApi memory_;
-  std::string memory_missing_;
+  std::once_flag extra_once_;
+  CudaExtraApi extra_;
+  std::string extra_missing_;
 };
 
 // Outcome of loading the driver: a usable driver, or the one-line reason it is unavailable.

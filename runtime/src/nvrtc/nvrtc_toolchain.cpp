@@ -2,6 +2,8 @@
 // time), every NVRTC the process could use, the choice of NVRTC and target per device, compile,
 // module load in the device's primary context, and launch on the caller's stream.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +17,7 @@
 #include "nvrtc/nvrtc_choice.h"
 #include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/nvrtc_lib.h"
+#include "nvrtc/ptx_tier.h"
 
 namespace cc1d {
 
@@ -23,6 +26,10 @@ namespace {
 struct DeviceChoice {
   NvrtcChoice choice;
   std::shared_ptr<NvrtcLib> nvrtc;  // null when !choice.ok
+  std::string tier_refusal;         // "" when the shipped PTX tier serves the device
+  // Set when the driver refused the tier's PTX: the device's kernels then compile with NVRTC.
+  std::shared_ptr<std::atomic<bool>> tier_failed = std::make_shared<std::atomic<bool>>(false);
+  std::string tier_failure;  // the refusal (under tier_mu_)
 };
 
 class NvrtcToolchain final : public Toolchain {
@@ -45,16 +52,31 @@ class NvrtcToolchain final : public Toolchain {
 
   const std::vector<JitDevice>& devices() const override { return devices_; }
 
+  Producer producer(const JitDevice& dev, const KernelSources& sources, const std::string& name) override {
+    if (const ShippedPtx* e = shipped(dev, sources, name))
+      return Producer{tier_.producer(*e, driver().version()), {std::string("ptx sha256 ") + e->digest}, true};
+    return Producer{dev.compiler, dev.options, false};
+  }
+
   std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
                                      const JitDevice& dev) override {
+    std::vector<CompiledImage> out(names.size());
+    std::vector<std::string> todo;  // those for NVRTC, in one program
+    std::vector<size_t> at;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (const ShippedPtx* e = shipped(dev, sources, names[i]))
+        out[i] = link_shipped(dev, *e);
+      else
+        todo.push_back(names[i]), at.push_back(i);
+    }
+    if (todo.empty()) return out;
     const NvrtcChoice& c = choices_[dev.ordinal].choice;
     // NVRTC may call the driver itself (it dlopen()s libcuda): relaxed for a first use inside a
     // capture too, as for the load below.
     std::optional<RelaxedCaptureGuard> relaxed;
     if (!offline_) relaxed.emplace(driver());
-    const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, names, c.kind, c.target_arch);
-    std::vector<CompiledImage> out(names.size());
-    for (size_t i = 0; i < names.size(); ++i) out[i] = CompiledImage{p.image, p.lowered_names[i], p.target, p.ms};
+    const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, todo, c.kind, c.target_arch);
+    for (size_t k = 0; k < todo.size(); ++k) out[at[k]] = CompiledImage{p.image, p.lowered_names[k], p.target, p.ms};
     return out;
   }
 
@@ -131,7 +153,7 @@ class NvrtcToolchain final : public Toolchain {
     std::string j = offline_ ? "\"assumed\": {\"driver_version\": " + std::to_string(targets_.driver_version) +
                                    ", \"torch_cuda_major\": " + std::to_string(targets_.torch_major) + "}"
                              : "\"driver\": " + gpu_env_json(env_);
-    j += ", \"nvrtc_candidates\": [";
+    j += ", \"ptx_tier\": " + tier_.report_json() + ", \"nvrtc_candidates\": [";
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const NvrtcFacts& f = candidates_[i].facts;
       std::string archs;
@@ -152,7 +174,8 @@ class NvrtcToolchain final : public Toolchain {
            ", \"target\": " + json_quote(d.target) +
            ", \"nvrtc\": " + json_quote(d.usable ? dc.nvrtc->facts.path : "") +
            ", \"nvrtc_version\": " + json_quote(d.usable ? dc.nvrtc->facts.version_string() : "") +
-           ", \"reason\": " + json_quote(d.reason) + ", \"decisions\": " + decisions_json(dc.choice.decisions) + "}";
+           ", \"reason\": " + json_quote(d.reason) + ", \"ptx_tier\": " +
+           json_quote(tier_state(dc)) + ", \"decisions\": " + decisions_json(dc.choice.decisions) + "}";
     }
     return j + "]";
   }
@@ -176,7 +199,11 @@ class NvrtcToolchain final : public Toolchain {
       d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
       d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, dc.nvrtc->facts);
     }
-    log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}", ordinal, name, sm, dc.choice.reason);
+    dc.tier_refusal = offline_ ? "precompile compiles with NVRTC (the tier needs a driver)"
+                      : !dc.choice.ok ? "no NVRTC for the kernels it lacks"
+                                      : tier_.refusal(sm, driver_version);
+    log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}; shipped PTX tier: {}", ordinal, name, sm,
+             dc.choice.reason, dc.tier_refusal.empty() ? "serves it" : dc.tier_refusal);
     devices_.push_back(d);
     choices_.push_back(dc);
   }
@@ -199,7 +226,39 @@ class NvrtcToolchain final : public Toolchain {
   void discover() {
     std::call_once(discover_once_, [this] { candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_); });
   }
-  const CudaDriver& driver() const { return *env_.driver.driver; }
+  CudaDriver& driver() const { return *env_.driver.driver; }
+
+  // The tier's entry for a kernel on `dev`, or nullptr (refused for the device, or not held).
+  const ShippedPtx* shipped(const JitDevice& dev, const KernelSources& sources, const std::string& name) const {
+    const DeviceChoice& dc = choices_[dev.ordinal];
+    return dc.tier_refusal.empty() && !*dc.tier_failed ? tier_.find(sources.hash, name, dev.arch) : nullptr;
+  }
+
+  // The report's word on the tier for a device: "serves", why not, or why it was turned off.
+  std::string tier_state(const DeviceChoice& dc) {
+    if (!dc.tier_refusal.empty()) return dc.tier_refusal;
+    std::lock_guard<std::mutex> lock(tier_mu_);
+    return *dc.tier_failed ? "turned off: " + dc.tier_failure : "serves";
+  }
+
+  // The driver's cubin of a shipped kernel. A refusal turns the tier off for the device (said
+  // once), so the caller's retry compiles with NVRTC.
+  CompiledImage link_shipped(const JitDevice& dev, const ShippedPtx& e) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      const RelaxedCaptureGuard relaxed(driver());
+      ContextGuard ctx(driver(), context(dev.ordinal));
+      std::string cubin = link_ptx(driver(), tier_.ptx(e), e.name);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return CompiledImage{std::move(cubin), e.lowered, dev.target, ms};
+    } catch (const Error& err) {
+      DeviceChoice& dc = choices_[dev.ordinal];
+      std::lock_guard<std::mutex> lock(tier_mu_);
+      dc.tier_failure = err.what();
+      *dc.tier_failed = true;
+      throw;
+    }
+  }
   // Retained on the device's first use only: retaining every GPU's primary context up front
   // would create a context (hundreds of MB) on GPUs the program never touches.
   CUcontext context(int ordinal) { return env_.driver.driver->primary_context(ordinal); }
@@ -212,6 +271,8 @@ class NvrtcToolchain final : public Toolchain {
   std::vector<std::string> not_found_;
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
+  PtxTier tier_{shipped_ptx_pack()};
+  std::mutex tier_mu_;
 };
 
 }  // namespace
