@@ -45,6 +45,9 @@ def render(r: dict) -> list:
     for dev in nv["devices"]:
         lines.append(f"  device {dev['index']}: {dev['mode']} {dev['target']} with NVRTC {dev['nvrtc_version']}"
                      if dev["usable"] else f"  device {dev['index']}: no usable NVRTC: {dev['reason']}")
+        if dev["ptx_tier"]:
+            why = "yes" if dev["ptx_tier"] == "serves" else f"no, {dev['ptx_tier']}"
+            lines.append(f"  device {dev['index']}: first calls from the shipped PTX tier: {why}")
     c = r["cache"]
     lines.append(f"cache        {c['dir']} ({'writable' if c['writable'] else 'NOT writable'}; {c['entries']} "
                  f"file(s), {c['bytes'] / 1e6:.1f} MB)" if c["dir"] else f"cache        off: {c['reason']}")

@@ -14,7 +14,9 @@ The JSON schema (SCHEMA below, checked by validate(); README "causal-conv1d doct
   hardware          driver {available, path, cuda_version, reason}, devices [{index, name, sm,
                     sm_count, memory_bytes}]
   nvrtc             candidates [{path, origin, version, archs, error}], not_found [str],
-                    devices [{index, usable, mode, target, nvrtc, nvrtc_version, reason}]
+                    ptx_tier {kernels, archs, nvrtc, bytes} (null: not compiled in),
+                    devices [{index, usable, mode, target, nvrtc, nvrtc_version, reason, ptx_tier}]
+                    (ptx_tier: "serves", or why the shipped PTX tier does not)
   cache             {dir, mode, writable, entries, bytes, reason}
   dispatch          [{device, requested, source, backend, serves, fallback, strict_fallback,
                     rejected [{backend, reason}]}]: backend null when nothing can serve the device
@@ -52,8 +54,9 @@ SCHEMA = {
                  "devices": [{"index": int, "name": str, "sm": int, "sm_count": int, "memory_bytes": int}]},
     "nvrtc": {"candidates": [{"path": str, "origin": str, "version": _ANY, "archs": list, "error": _ANY}],
               "not_found": list,
+              "ptx_tier": _ANY,
               "devices": [{"index": int, "usable": bool, "mode": _ANY, "target": _ANY, "nvrtc": _ANY,
-                           "nvrtc_version": _ANY, "reason": str}]},
+                           "nvrtc_version": _ANY, "reason": str, "ptx_tier": _ANY}]},
     "cache": {"dir": _ANY, "mode": _ANY, "writable": bool, "entries": int, "bytes": int, "reason": _ANY},
     "dispatch": [{"device": str, "requested": _ANY, "source": _ANY, "backend": _ANY, "serves": _ANY,
                   "fallback": bool, "strict_fallback": bool, "rejected": [{"backend": str, "reason": str}]}],
@@ -154,8 +157,9 @@ def _nvrtc(nvrtc: dict) -> dict:
     return {"candidates": [_pick(c, ("path", "origin", "version", "archs", "error"), ("version", "error"))
                            for c in nvrtc.get("nvrtc_candidates", [])],
             "not_found": list(nvrtc.get("nvrtc_not_found", [])),
-            "devices": [_pick(d, ("index", "usable", "mode", "target", "nvrtc", "nvrtc_version", "reason"),
-                              ("mode", "target", "nvrtc", "nvrtc_version"))
+            "ptx_tier": nvrtc.get("ptx_tier"),
+            "devices": [_pick(d, ("index", "usable", "mode", "target", "nvrtc", "nvrtc_version", "reason",
+                                  "ptx_tier"), ("mode", "target", "nvrtc", "nvrtc_version", "ptx_tier"))
                         for d in nvrtc.get("devices", [])]}
 
 

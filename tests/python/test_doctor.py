@@ -69,6 +69,11 @@ def test_fake_gpu_is_reported_and_passes_its_self_test(fake_driver, nvrtc, tmp_p
     assert devs[0]["name"].startswith("cc1d fake GPU")
     assert r["hardware"]["driver"]["cuda_version"] == "13.0" and r["gpu_backend"]["available"]
     assert [d["target"] for d in r["nvrtc"]["devices"]] == ["sm_90", "sm_80"]
+    # The shipped PTX tier (when this libcc1d embeds one) serves both: sm_80 to sm_90.
+    if r["nvrtc"]["ptx_tier"]["kernels"]:
+        assert [d["ptx_tier"] for d in r["nvrtc"]["devices"]] == ["serves", "serves"]
+    else:
+        assert all("built without it" in d["ptx_tier"] for d in r["nvrtc"]["devices"])
     tests = {t["device"]: t for t in r["self_test"]}
     for dev in ("cpu", "cuda:0", "cuda:1"):
         t = tests[dev]
@@ -79,6 +84,7 @@ def test_fake_gpu_is_reported_and_passes_its_self_test(fake_driver, nvrtc, tmp_p
     assert rc == 0
     assert any(l.startswith("GPU 1") and "sm_80" in l and "40 GiB" in l for l in out.splitlines())
     assert any(l.startswith("cuda:0") and "nvrtc; self-test passed" in l for l in out.splitlines())
+    assert any(l.startswith("  device 1: ") and "shipped PTX tier" in l for l in out.splitlines())
 
 
 def test_a_failing_self_test_fails_the_doctor(fake_driver, nvrtc, tmp_path):
