@@ -1,0 +1,85 @@
+"""A kernel's cold first call, from the shipped PTX tier and from NVRTC, side by side.
+
+Each measurement is a fresh process with a fresh kernel cache and the driver's JIT cache off
+(CUDA_CACHE_DISABLE=1), so every first call really builds its kernels: once with
+CAUSAL_CONV1D_PTX_TIER=1 (the driver links the embedded PTX), once with 0 (NVRTC compiles). The
+CUDA context is made before the clock starts. Prints a markdown table: per configuration, the
+first call's wall time and each kernel's build time and origin as cc1d_report gives them.
+
+    CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so python bench/first_call.py [--device cpu]
+
+(--device cpu only checks the plumbing: the cpu backend builds nothing.)
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# (name, x dtype, layout, backward too)
+CONFIGS = [("fwd bf16 channel-first", "bfloat16", "cf", False), ("fwd bf16 channel-last", "bfloat16", "cl", False),
+           ("fwd fp32 channel-first", "float32", "cf", False), ("fwd+bwd bf16 channel-first", "bfloat16", "cf", True),
+           ("fwd+bwd bf16 channel-last", "bfloat16", "cl", True)]
+
+
+def child(device: str, dtype: str, layout: str, backward: bool) -> None:
+    import time
+
+    import torch
+
+    import causal_conv1d
+    from causal_conv1d import _lib
+
+    dev = torch.device(device)
+    torch.zeros(1, device=dev)  # the CUDA context, outside the clock
+    B, D, L, W = 2, 256, 512, 4
+    x = torch.randn(B, L, D, device=dev, dtype=getattr(torch, dtype)).transpose(1, 2) if layout == "cl" else \
+        torch.randn(B, D, L, device=dev, dtype=getattr(torch, dtype))
+    w = torch.randn(D, W, device=dev, dtype=x.dtype)
+    b = torch.randn(D, device=dev, dtype=x.dtype)
+    if backward:
+        for t in (x, w, b):
+            t.requires_grad_(True)
+    t0 = time.perf_counter()
+    y = causal_conv1d.causal_conv1d_fn(x, w, b, activation="silu")
+    if backward:
+        y.float().square().sum().backward()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    ms = (time.perf_counter() - t0) * 1e3
+    rep = _lib.library().report()["backends"].get("nvrtc", {})
+    print(json.dumps({"ms": ms, "compiled": rep.get("compiled", [])}))
+
+
+def measure(device: str, dtype: str, layout: str, backward: bool, tier: str) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, CAUSAL_CONV1D_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1", CAUSAL_CONV1D_PTX_TIER=tier)
+        r = subprocess.run([sys.executable, __file__, "--child", device, dtype, layout, str(int(backward))],
+                           env=env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"the child failed ({device} {dtype} {layout} tier={tier}):\n{r.stdout}{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def kernels(rec: dict) -> str:
+    short = lambda v: v["variant"].replace("cc1d::causal_conv1d_", "").replace("cc1d::", "")
+    return "; ".join(f"{short(v)} {v['ms']:.0f} ms ({v['origin']})" for v in rec["compiled"]) or "none built"
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1")
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    print("| configuration | first call, shipped PTX ms | first call, NVRTC ms | kernels (shipped PTX) | kernels (NVRTC) |")
+    print("|---|---|---|---|---|")
+    for name, dtype, layout, backward in CONFIGS:
+        tier, nvrtc = (measure(args.device, dtype, layout, backward, t) for t in ("1", "0"))
+        print(f"| {name} | {tier['ms']:.1f} | {nvrtc['ms']:.1f} | {kernels(tier)} | {kernels(nvrtc)} |")
+
+
+if __name__ == "__main__":
+    main()
