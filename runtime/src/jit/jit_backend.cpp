@@ -7,7 +7,6 @@
 // driver may already be torn down when ours would run.
 #include "jit/jit_backend.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -35,7 +34,8 @@ struct Slot {
 };
 
 struct CompileRecord {
-  std::string kernel, target, origin;  // "compiled", "shipped PTX", "memory cache", "disk cache", "tier <path>"
+  // origin: "compiled", a prebuilt tier's name, "memory cache", "disk cache", "tier <path>"
+  std::string kernel, target, origin;
   int device = 0;
   double ms = 0;        // the call's kernels together: lookup, compile, load
   size_t program = 0;   // compiled: how many kernels its compiler program held (0 otherwise)
@@ -179,7 +179,7 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
   std::vector<CompiledImage> images(names.size());
   std::vector<std::string> origins(names.size());
   size_t compiled = 0;
-  std::vector<bool> prebuilt(names.size());  // made by a prebuilt tier (Toolchain::producer)
+  std::vector<std::string> prebuilt(names.size());  // Producer::prebuilt of each image compile() made
   // Compile once across processes: hits, or this process compiles while the others wait.
   const auto fetch = [&](const std::vector<size_t>& which, const std::vector<CacheKey>& keys) {
     std::vector<std::string> got;
@@ -190,7 +190,7 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
           compiled = 0;  // those of the compiler's program
           for (size_t i : missing) {
             todo.push_back(names[which[i]]);
-            compiled += !prebuilt[which[i]];
+            compiled += prebuilt[which[i]].empty();
           }
           return tc_->compile(src, todo, dev);
         },
@@ -200,6 +200,7 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
       origins[which[k]] = got[k];
     }
   };
+  const Producer own{dev.compiler, dev.options, ""};
   const auto key = [&](const std::string& name, const Producer& p) {
     return CacheKey{src.hash, name, dev.target, p.compiler, p.options, CC1D_ABI_VERSION};
   };
@@ -209,10 +210,9 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
     for (size_t i = 0; i < names.size(); ++i) {
       const Producer p = tc_->producer(dev, src, names[i]);
       prebuilt[i] = p.prebuilt;
-      // The device compiler's own image, when a cache holds it (a precompiled tier), beats a prebuilt one.
-      if (p.prebuilt && cache_->load(key(names[i], Producer{dev.compiler, dev.options, false}), &images[i], &origins[i],
-                                     false)) {
-        prebuilt[i] = false;
+      // The device compiler's own image, when a cache holds it (a precompiled tier), comes first.
+      if (!p.prebuilt.empty() && cache_->load(key(names[i], own), &images[i], &origins[i], false)) {
+        prebuilt[i].clear();
         continue;
       }
       which.push_back(i);
@@ -222,8 +222,11 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
       if (!which.empty()) fetch(which, keys);
       break;
     } catch (const Error& e) {
-      // A prebuilt tier that failed has turned itself off: once more with the device's compiler.
-      if (attempt > 0 || std::find(prebuilt.begin(), prebuilt.end(), true) == prebuilt.end()) throw;
+      // A prebuilt tier that failed turns itself off: then once more, with the device's compiler.
+      bool turned_off = false;
+      for (size_t i = 0; i < names.size(); ++i)
+        turned_off |= !prebuilt[i].empty() && tc_->producer(dev, src, names[i]).prebuilt.empty();
+      if (attempt > 0 || !turned_off) throw;
       log_line(CC1D_LOG_WARN, "{} backend: {}; compiling with {} instead", backend_name(id_), e.what(), dev.compiler);
     }
   }
@@ -233,8 +236,8 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
     const bool made = origins[i] == "compiled";
-    records_.push_back(CompileRecord{names[i], dev.target, made && prebuilt[i] ? "shipped PTX" : origins[i],
-                                     dev.ordinal, ms, made && !prebuilt[i] ? compiled : 0});
+    records_.push_back(CompileRecord{names[i], dev.target, made && !prebuilt[i].empty() ? prebuilt[i] : origins[i],
+                                     dev.ordinal, ms, made && prebuilt[i].empty() ? compiled : 0});
   }
   return fns;
 }

@@ -33,7 +33,9 @@ struct JitDevice {
 struct Producer {
   std::string compiler;
   std::vector<std::string> options;
-  bool prebuilt = false;  // a tier built with libcc1d (nvrtc: the shipped PTX), not the device's compiler
+  // A tier built with libcc1d, not the device's compiler: what the report calls an image it made
+  // ("shipped PTX"); "" for the device's compiler.
+  std::string prebuilt;
 };
 
 class Toolchain {
@@ -53,7 +55,7 @@ class Toolchain {
   // or a prebuilt tier that holds it, whose image compile() then returns. A tier that fails in
   // compile() turns itself off for the device, so the next producer() names the compiler.
   virtual Producer producer(const JitDevice& dev, const KernelSources& /*sources*/, const std::string& /*name*/) {
-    return Producer{dev.compiler, dev.options, false};
+    return Producer{dev.compiler, dev.options, ""};
   }
   // Loads an image on the device and returns its entry point (an opaque handle kept for the life
   // of the process). Throws CC1D_ERR_BACKEND_UNAVAILABLE when the driver refuses the image.

@@ -54,8 +54,8 @@ class NvrtcToolchain final : public Toolchain {
 
   Producer producer(const JitDevice& dev, const KernelSources& sources, const std::string& name) override {
     if (const ShippedPtx* e = shipped(dev, sources, name))
-      return Producer{tier_.producer(*e, driver().version()), {std::string("ptx sha256 ") + e->digest}, true};
-    return Producer{dev.compiler, dev.options, false};
+      return Producer{tier_.producer(*e, driver().version()), {std::string("ptx sha256 ") + e->digest}, "shipped PTX"};
+    return Producer{dev.compiler, dev.options, ""};
   }
 
   std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
