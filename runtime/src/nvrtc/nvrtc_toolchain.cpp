@@ -2,7 +2,6 @@
 // time), every NVRTC the process could use, the choice of NVRTC and target per device, compile,
 // module load in the device's primary context, and launch on the caller's stream.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -27,9 +26,9 @@ struct DeviceChoice {
   NvrtcChoice choice;
   std::shared_ptr<NvrtcLib> nvrtc;  // null when !choice.ok
   std::string tier_refusal;         // "" when the shipped PTX tier serves the device
-  // Set when the driver refused the tier's PTX: the device's kernels then compile with NVRTC.
-  std::shared_ptr<std::atomic<bool>> tier_failed = std::make_shared<std::atomic<bool>>(false);
-  std::string tier_failure;  // the refusal (under tier_mu_)
+  // The driver's refusal of the tier's PTX (under tier_mu_): the device's kernels then compile
+  // with NVRTC.
+  std::string tier_failure;
 };
 
 class NvrtcToolchain final : public Toolchain {
@@ -200,7 +199,7 @@ class NvrtcToolchain final : public Toolchain {
       d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, dc.nvrtc->facts);
     }
     dc.tier_refusal = offline_ ? "precompile compiles with NVRTC (the tier needs a driver)"
-                      : !dc.choice.ok ? "no NVRTC for the kernels it lacks"
+                      : !dc.choice.ok ? "unused: the device has no NVRTC for the kernels the tier lacks"
                                       : tier_.refusal(sm, driver_version);
     log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}; shipped PTX tier: {}", ordinal, name, sm,
              dc.choice.reason, dc.tier_refusal.empty() ? "serves it" : dc.tier_refusal);
@@ -229,16 +228,18 @@ class NvrtcToolchain final : public Toolchain {
   CudaDriver& driver() const { return *env_.driver.driver; }
 
   // The tier's entry for a kernel on `dev`, or nullptr (refused for the device, or not held).
-  const ShippedPtx* shipped(const JitDevice& dev, const KernelSources& sources, const std::string& name) const {
+  const ShippedPtx* shipped(const JitDevice& dev, const KernelSources& sources, const std::string& name) {
     const DeviceChoice& dc = choices_[dev.ordinal];
-    return dc.tier_refusal.empty() && !*dc.tier_failed ? tier_.find(sources.hash, name, dev.arch) : nullptr;
+    if (!dc.tier_refusal.empty()) return nullptr;
+    std::lock_guard<std::mutex> lock(tier_mu_);
+    return dc.tier_failure.empty() ? tier_.find(sources.hash, name, dev.arch) : nullptr;
   }
 
   // The report's word on the tier for a device: "serves", why not, or why it was turned off.
   std::string tier_state(const DeviceChoice& dc) {
     if (!dc.tier_refusal.empty()) return dc.tier_refusal;
     std::lock_guard<std::mutex> lock(tier_mu_);
-    return *dc.tier_failed ? "turned off: " + dc.tier_failure : "serves";
+    return dc.tier_failure.empty() ? "serves" : "turned off: " + dc.tier_failure;
   }
 
   // The driver's cubin of a shipped kernel. A refusal turns the tier off for the device (said
@@ -252,10 +253,8 @@ class NvrtcToolchain final : public Toolchain {
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       return CompiledImage{std::move(cubin), e.lowered, dev.target, ms};
     } catch (const Error& err) {
-      DeviceChoice& dc = choices_[dev.ordinal];
       std::lock_guard<std::mutex> lock(tier_mu_);
-      dc.tier_failure = err.what();
-      *dc.tier_failed = true;
+      choices_[dev.ordinal].tier_failure = err.what();
       throw;
     }
   }
