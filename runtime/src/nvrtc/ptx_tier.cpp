@@ -19,8 +19,9 @@ std::string index_key(const std::string& hash, const std::string& name, int arch
   return hash + '\n' + name + '\n' + std::to_string(arch);
 }
 
-// The first sm past the generation of virtual arch `arch`: compute_80 PTX gives the direct
-// cubin's SASS up to sm_90, not on sm_100.
+// The first sm past the generation of virtual arch `arch`. Checked with ptxas (bench/RESULTS.md):
+// compute_80 PTX gives the direct cubin's SASS on sm_80-90 but not sm_100; compute_100 on sm_103;
+// compute_120 on sm_121.
 int generation_end(int arch) { return arch < 100 ? 100 : (arch / 10 + 1) * 10; }
 
 constexpr int kJitInputPtx = 1;       // CU_JIT_INPUT_PTX

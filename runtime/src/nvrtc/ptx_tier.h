@@ -5,9 +5,9 @@
 //
 // What it serves (the build decides; runtime/tools/ptx_pack.cpp writes the pack):
 //  - the variants of widths 2-4 whose weight is x's dtype or fp32, of every op;
-//  - for each virtual arch built (CC1D_PTX_TIER_ARCHS, default 80), the devices of
-//    ptx_set_for(): compute_80 PTX gives the same SASS as a direct sm_80/86/90 cubin (measured:
-//    bench/RESULTS.md, "A shipped-PTX tier"), not on Blackwell, which needs sets of its own;
+//  - for each virtual arch built (CC1D_PTX_TIER_ARCHS: the wheel's 80, 100 and 120, a cmake
+//    build's 80), the devices of its generation (ptx_set_for): there its PTX gives the same SASS
+//    as a direct cubin (measured: bench/RESULTS.md, "The shipped PTX tier, built");
 //  - only kernels of the embedded sources (an entry is keyed by its op's source digest, so
 //    CAUSAL_CONV1D_KERNEL_DIR misses it) and only on a driver at least as new as the NVRTC that
 //    made it (a driver cannot JIT a newer PTX ISA).
