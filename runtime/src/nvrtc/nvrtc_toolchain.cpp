@@ -53,7 +53,8 @@ class NvrtcToolchain final : public Toolchain {
 
   Producer producer(const JitDevice& dev, const KernelSources& sources, const std::string& name) override {
     if (const ShippedPtx* e = shipped(dev, sources, name))
-      return Producer{tier_.producer(*e, driver().version()), {std::string("ptx sha256 ") + e->digest}, "shipped PTX"};
+      return Producer{shipped_ptx_tier().producer(*e, driver().version()), {std::string("ptx sha256 ") + e->digest},
+                      "shipped PTX"};
     return Producer{dev.compiler, dev.options, ""};
   }
 
@@ -152,7 +153,7 @@ class NvrtcToolchain final : public Toolchain {
     std::string j = offline_ ? "\"assumed\": {\"driver_version\": " + std::to_string(targets_.driver_version) +
                                    ", \"torch_cuda_major\": " + std::to_string(targets_.torch_major) + "}"
                              : "\"driver\": " + gpu_env_json(env_);
-    j += ", \"ptx_tier\": " + tier_.report_json() + ", \"nvrtc_candidates\": [";
+    j += ", \"ptx_tier\": " + shipped_ptx_tier().report_json() + ", \"nvrtc_candidates\": [";
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const NvrtcFacts& f = candidates_[i].facts;
       std::string archs;
@@ -200,7 +201,7 @@ class NvrtcToolchain final : public Toolchain {
     }
     dc.tier_refusal = offline_ ? "precompile compiles with NVRTC (the tier needs a driver)"
                       : !dc.choice.ok ? "unused: the device has no NVRTC for the kernels the tier lacks"
-                                      : tier_.refusal(sm, driver_version);
+                                      : shipped_ptx_tier().refusal(sm, driver_version);
     log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}; shipped PTX tier: {}", ordinal, name, sm,
              dc.choice.reason, dc.tier_refusal.empty() ? "serves it" : dc.tier_refusal);
     devices_.push_back(d);
@@ -232,7 +233,7 @@ class NvrtcToolchain final : public Toolchain {
     const DeviceChoice& dc = choices_[dev.ordinal];
     if (!dc.tier_refusal.empty()) return nullptr;
     std::lock_guard<std::mutex> lock(tier_mu_);
-    return dc.tier_failure.empty() ? tier_.find(sources.hash, name, dev.arch) : nullptr;
+    return dc.tier_failure.empty() ? shipped_ptx_tier().find(sources.hash, name, dev.arch) : nullptr;
   }
 
   // The report's word on the tier for a device: "serves", why not, or why it was turned off.
@@ -249,7 +250,7 @@ class NvrtcToolchain final : public Toolchain {
     try {
       const RelaxedCaptureGuard relaxed(driver());
       ContextGuard ctx(driver(), context(dev.ordinal));
-      std::string cubin = link_ptx(driver(), tier_.ptx(e), e.name);
+      std::string cubin = link_ptx(driver(), shipped_ptx_tier().ptx(e), e.name);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       return CompiledImage{std::move(cubin), e.lowered, dev.target, ms};
     } catch (const Error& err) {
@@ -270,7 +271,6 @@ class NvrtcToolchain final : public Toolchain {
   std::vector<std::string> not_found_;
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
-  PtxTier tier_{shipped_ptx_pack()};
   std::mutex tier_mu_;
 };
 

@@ -108,6 +108,11 @@ std::string PtxTier::report_json() const {
          pack_.nvrtc + "\", \"bytes\": " + std::to_string(pack_.blob_size) + "}";
 }
 
+const PtxTier& shipped_ptx_tier() {
+  static const PtxTier tier(shipped_ptx_pack());
+  return tier;
+}
+
 std::string link_ptx(CudaDriver& driver, const std::string& ptx, const std::string& name) {
   const CudaExtraApi& api = driver.extra_api();
   char log[4096] = {};

@@ -80,6 +80,9 @@ class PtxTier {
   std::unordered_map<std::string, size_t> index_;  // hash '\n' name '\n' arch -> entry
 };
 
+// The tier over shipped_ptx_pack(), indexed on first use (the first CUDA call, not at load).
+const PtxTier& shipped_ptx_tier();
+
 // Links `ptx` into a cubin for the current context's device with the driver's JIT (cuLink*).
 // Throws Error(CC1D_ERR_COMPILE) with the driver's error log when it refuses.
 std::string link_ptx(CudaDriver& driver, const std::string& ptx, const std::string& name);
