@@ -50,7 +50,7 @@ double thread_cpu_ms() {
 void summary(const char* what, std::vector<double> v) {
   if (v.empty()) return;
   std::sort(v.begin(), v.end());
-  std::printf("%-28s n=%-4zu min %7.1f  median %7.1f  max %7.1f ms\n", what, v.size(), v.front(), v[v.size() / 2],
+  std::printf("%-28s n=%-4zu min %7.2f  median %7.2f  max %7.2f ms\n", what, v.size(), v.front(), v[v.size() / 2],
               v.back());
 }
 
