@@ -175,6 +175,7 @@ if(TARGET cc1d_ptx_pack)
                     "CC1D_TEST_TIER_REFUSAL=turned off by CAUSAL_CONV1D_PTX_TIER")
   cc1d_backend_test(concurrent_tier "concurrent first calls" COMPILES ENV ${_tier} "CC1D_FAKE_DEVICES=90,90"
                     "CC1D_TEST_MADE_BY=shipped PTX")
+  cc1d_backend_test(bwd_launch_tier "bwd launch from the shipped PTX tier" COMPILES ENV ${_tier} CC1D_FAKE_DEVICES=90)
   cc1d_backend_test(ptx_tier_link_fault "shipped PTX tier the driver refuses" COMPILES ENV ${_tier} CC1D_FAKE_FAULT=link)
   # Sources whose fwd.cuh differs from the embedded one: the forward's digest misses the tier.
   set(_fwd_edited ${CMAKE_CURRENT_BINARY_DIR}/kernels_fwd_edited)

@@ -84,3 +84,19 @@ TEST_CASE("shipped PTX tier the driver refuses") {
   CHECK(has(r, "CUDA_ERROR_INVALID_PTX (218)"));
   CHECK(has(r, "the fake's link fault switch"));
 }
+
+// A backward call's three kernels (zero, main, finalize), linked side by side, then the channel
+// layout's main kernel: every one from the tier, each checked against the float64 reference.
+TEST_CASE("bwd launch from the shipped PTX tier") {
+  clean_cache_dir();
+  std::mt19937 rng = test_rng(79);
+  for (bool deterministic : {false, true})
+    for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast})
+      bwd_on_device(bwd_case(layout, deterministic), rng);
+  const std::string r = report();
+  INFO(r);
+  CHECK(origins(r, "shipped PTX") == 4);
+  CHECK(origins(r, "compiled") == 0);
+  CHECK(has(r, "\"writes\": 4"));
+  CHECK(count("cuModuleLoadData") == 4);
+}

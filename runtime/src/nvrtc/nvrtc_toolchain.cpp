@@ -3,6 +3,8 @@
 // module load in the device's primary context, and launch on the caller's stream.
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,22 +63,36 @@ class NvrtcToolchain final : public Toolchain {
   std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
                                      const JitDevice& dev) override {
     std::vector<CompiledImage> out(names.size());
-    std::vector<std::string> todo;  // those for NVRTC, in one program
+    // The tier's kernels are linked side by side, each in a thread of its own (a backward call's
+    // three take its main kernel's time, not the sum); the rest go to NVRTC in one program here.
+    std::vector<std::future<CompiledImage>> links(names.size());  // std::async's join when destroyed
+    std::vector<std::string> todo;
     std::vector<size_t> at;
     for (size_t i = 0; i < names.size(); ++i) {
       if (const ShippedPtx* e = shipped(dev, sources, names[i]))
-        out[i] = link_shipped(dev, *e);
+        links[i] = std::async(std::launch::async, [this, &dev, e] { return link_shipped(dev, *e); });
       else
         todo.push_back(names[i]), at.push_back(i);
     }
-    if (todo.empty()) return out;
-    const NvrtcChoice& c = choices_[dev.ordinal].choice;
-    // NVRTC may call the driver itself (it dlopen()s libcuda): relaxed for a first use inside a
-    // capture too, as for the load below.
-    std::optional<RelaxedCaptureGuard> relaxed;
-    if (!offline_) relaxed.emplace(driver());
-    const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, todo, c.kind, c.target_arch);
-    for (size_t k = 0; k < todo.size(); ++k) out[at[k]] = CompiledImage{p.image, p.lowered_names[k], p.target, p.ms};
+    if (!todo.empty()) {
+      const NvrtcChoice& c = choices_[dev.ordinal].choice;
+      // NVRTC may call the driver itself (it dlopen()s libcuda): relaxed for a first use inside a
+      // capture too, as for the load below.
+      std::optional<RelaxedCaptureGuard> relaxed;
+      if (!offline_) relaxed.emplace(driver());
+      const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, todo, c.kind, c.target_arch);
+      for (size_t k = 0; k < todo.size(); ++k) out[at[k]] = CompiledImage{p.image, p.lowered_names[k], p.target, p.ms};
+    }
+    std::exception_ptr failed;  // every link is waited for before an error leaves
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!links[i].valid()) continue;
+      try {
+        out[i] = links[i].get();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
     return out;
   }
 
