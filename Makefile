@@ -6,7 +6,10 @@ export CC1D_VENV := $(VENV)
 NVRTC12 ?= $(HOME)/.cache/causal-conv1d/nvrtc12
 export CC1D_NVRTC12 := $(NVRTC12)
 # cc1d_torch builds against the venv's torch; the NVRTC tests also run with the NVRTC 12 wheel.
-CMAKE_TEST_ARGS = -DCC1D_TORCH_PYTHON=$(VENV)/bin/python -DCC1D_NVRTC12=$(NVRTC12)/nvidia/cuda_nvrtc/lib/libnvrtc.so.12
+# The shipped PTX tier of the test build holds NVRTC 12's PTX beside the newest's, so that the
+# tests choose between them by the driver's version.
+CMAKE_TEST_ARGS = -DCC1D_TORCH_PYTHON=$(VENV)/bin/python -DCC1D_NVRTC12=$(NVRTC12)/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 \
+  "-DCC1D_PTX_TIER_NVRTC=newest;$(NVRTC12)/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"
 # Compiled objects are cached outside the clone by ccache (setup installs it; paths are made
 # relative to the clone), so a fresh clone on a machine that has built once rebuilds in a minute
 # or two instead of about twelve. Expanded when a recipe runs, i.e. after setup.

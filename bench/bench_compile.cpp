@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     double best = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
       const double c = thread_cpu_ms();
-      const ShippedPtx* e = tier.find(srcs[i].hash, names[i], arch);
+      const ShippedPtx* e = tier.find(srcs[i].hash, names[i], arch, 1 << 30);  // any driver: the newest NVRTC's
       if (e == nullptr) break;
       tier.ptx(*e);
       best = std::min(best, thread_cpu_ms() - c);

@@ -12,9 +12,9 @@ if(CC1D_PTX_TIER AND NOT CMAKE_CROSSCOMPILING)
   target_compile_definitions(cc1d_ptx_pack PRIVATE SPDLOG_HEADER_ONLY SPDLOG_FMT_EXTERNAL)
   string(REPLACE ";" "," archs "${CC1D_PTX_TIER_ARCHS}")
   set(nvrtc_arg "")
-  if(CC1D_PTX_TIER_NVRTC)
-    set(nvrtc_arg --nvrtc ${CC1D_PTX_TIER_NVRTC})
-  endif()
+  foreach(n IN LISTS CC1D_PTX_TIER_NVRTC)
+    list(APPEND nvrtc_arg --nvrtc ${n})
+  endforeach()
   set(pack ${PROJECT_BINARY_DIR}/ptx_pack)
   add_custom_command(
     OUTPUT ${pack}.cpp ${pack}.bin

@@ -4,10 +4,11 @@
 //   OUT.bin  the compressed PTX, back to back;
 //   OUT.cpp  the entries and shipped_ptx_pack(), which embeds OUT.bin (.incbin).
 //
-//   cc1d_ptx_pack --out OUT --archs 80[,100,120] [--nvrtc PATH] [--jobs N]
-// Without --nvrtc, the newest NVRTC that discovery finds and that lists every arch. Exits 0
-// having written an empty pack (and saying why) when there is none: a build without NVRTC
-// still builds, and compiles every kernel at run time.
+//   cc1d_ptx_pack --out OUT --archs 80[,100,120] [--nvrtc newest|PATH]... [--jobs N]
+// Each --nvrtc (default: newest, the newest NVRTC that discovery finds) compiles the archs it
+// lists; an older one's PTX serves older drivers. Exits 0 having written an empty pack (and
+// saying why) when there is none: a build without NVRTC still builds, and compiles every
+// kernel at run time.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -34,29 +35,31 @@ namespace {
 struct Item {
   std::string name, hash;
   int arch = 0;
+  std::shared_ptr<NvrtcLib> nvrtc;
   CompiledImage ptx;
   std::string packed, error;
 };
 
-// The newest loadable candidate whose supported archs include every one asked for.
-std::shared_ptr<NvrtcLib> pick_nvrtc(const std::string& path, const std::vector<int>& archs, std::string* why) {
+// The NVRTC `spec` names: a libnvrtc's path, or "newest" (the newest that discovery finds),
+// if it lists any of `archs`; else null, and why in *why.
+std::shared_ptr<NvrtcLib> pick_nvrtc(const std::string& spec, const std::vector<int>& archs, std::string* why) {
   std::vector<NvrtcCandidate> found;
-  if (!path.empty())
-    found.push_back(probe_nvrtc(path, "--nvrtc"));
+  if (spec != "newest")
+    found.push_back(probe_nvrtc(spec, "--nvrtc"));
   else
     found = discover_nvrtc(default_nvrtc_search());
   std::shared_ptr<NvrtcLib> best;
   for (const NvrtcCandidate& c : found) {
-    bool all = c.lib != nullptr;
-    for (int a : archs) all = all && std::find(c.facts.archs.begin(), c.facts.archs.end(), a) != c.facts.archs.end();
-    if (!all) {
+    bool any = false;
+    for (int a : archs) any = any || std::find(c.facts.archs.begin(), c.facts.archs.end(), a) != c.facts.archs.end();
+    if (c.lib == nullptr || !any) {
       *why += (why->empty() ? "" : "; ") + c.facts.path + ": " +
-              (c.lib ? "does not list every arch asked for" : c.facts.load_error);
+              (c.lib ? "lists none of the archs" : c.facts.load_error);
       continue;
     }
     if (best == nullptr || c.facts.version() > best->facts.version()) best = c.lib;
   }
-  if (found.empty()) *why = path.empty() ? "no NVRTC found (CUDA_HOME, /usr/local/cuda, ...)" : path + " not found";
+  if (found.empty()) *why = spec == "newest" ? "no NVRTC found (CUDA_HOME, /usr/local/cuda, ...)" : spec + " not found";
   return best;
 }
 
@@ -76,11 +79,12 @@ void write_if_changed(const std::string& path, const std::string& text) {
     fail(CC1D_ERR_INVALID_ARGUMENT, "cannot write " + path);
 }
 
-void write_pack(const std::string& out, const std::string& nvrtc, int nvrtc_version, const std::vector<Item>& items) {
+void write_pack(const std::string& out, const std::vector<Item>& items) {
   std::string blob, entries;
   for (const Item& it : items) {
-    char line[64];
-    std::snprintf(line, sizeof line, ", %d, %zu, %zu, %zu},\n", it.arch, blob.size(), it.packed.size(),
+    char line[96];
+    std::snprintf(line, sizeof line, ", %d, \"%s\", %d, %zu, %zu, %zu},\n", it.arch,
+                  it.nvrtc->facts.version_string().c_str(), it.nvrtc->facts.version(), blob.size(), it.packed.size(),
                   it.ptx.image.size());
     entries += "    {" + c_string(it.hash) + ", " + c_string(it.name) + ", " + c_string(it.ptx.lowered_name) + ", " +
                c_string(sha256_hex(it.ptx.image)) + line;
@@ -94,10 +98,9 @@ void write_pack(const std::string& out, const std::string& nvrtc, int nvrtc_vers
                     "__asm__(\".section .rodata\\n.balign 16\\n.hidden cc1d_ptx_blob\\n.globl cc1d_ptx_blob\\n"
                     "cc1d_ptx_blob:\\n.incbin \\\"" + out + ".bin\\\"\\n.byte 0\\n.previous\\n\");\n\n"
                     "namespace cc1d {\n\nnamespace {\nconst ShippedPtx kEntries[] = {\n" + entries +
-                    "    {nullptr, nullptr, nullptr, nullptr, 0, 0, 0, 0}};\n}  // namespace\n\n"
-                    "const PtxPack& shipped_ptx_pack() {\n  static const PtxPack pack{" + c_string(nvrtc) + ", " +
-                    std::to_string(nvrtc_version) + ", kEntries, " + std::to_string(items.size()) +
-                    ", cc1d_ptx_blob, " + std::to_string(blob.size()) +
+                    "    {nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0, 0, 0, 0}};\n}  // namespace\n\n"
+                    "const PtxPack& shipped_ptx_pack() {\n  static const PtxPack pack{kEntries, " +
+                    std::to_string(items.size()) + ", cc1d_ptx_blob, " + std::to_string(blob.size()) +
                     "};\n  return pack;\n}\n\n}  // namespace cc1d\n";
   write_if_changed(out + ".cpp", cpp);
 }
@@ -105,13 +108,14 @@ void write_pack(const std::string& out, const std::string& nvrtc, int nvrtc_vers
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, nvrtc_path;
+  std::string out;
+  std::vector<std::string> nvrtc_specs;
   std::vector<int> archs;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--out") out = v;
-    else if (a == "--nvrtc") nvrtc_path = v;
+    else if (a == "--nvrtc") nvrtc_specs.push_back(v);
     else if (a == "--jobs") jobs = std::max(1, std::atoi(v.c_str()));
     else if (a == "--archs") {
       std::stringstream list(v);
@@ -119,22 +123,30 @@ int main(int argc, char** argv) {
     }
   }
   if (out.empty() || archs.empty()) {
-    std::fprintf(stderr, "usage: %s --out OUT --archs 80[,100,120] [--nvrtc PATH] [--jobs N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --out OUT --archs 80[,100,120] [--nvrtc newest|PATH]... [--jobs N]\n", argv[0]);
     return 2;
   }
+  if (nvrtc_specs.empty()) nvrtc_specs.push_back("newest");
   try {
     unsetenv("CAUSAL_CONV1D_KERNEL_DIR");  // the pack is of the sources embedded in this build
-    std::string why;
-    const std::shared_ptr<NvrtcLib> nvrtc = pick_nvrtc(nvrtc_path, archs, &why);
-    if (nvrtc == nullptr) {
-      std::printf("cc1d_ptx_pack: no shipped PTX tier: %s\n", why.c_str());
-      write_pack(out, "", 0, {});
-      return 0;
+    // Each NVRTC compiles the archs it lists; a second one (an older CUDA) serves older drivers.
+    std::vector<std::shared_ptr<NvrtcLib>> nvrtcs;
+    for (const std::string& spec : nvrtc_specs) {
+      std::string why;
+      if (auto lib = pick_nvrtc(spec, archs, &why)) {
+        const auto same = [&](const auto& n) { return n->facts.version() == lib->facts.version(); };
+        if (std::none_of(nvrtcs.begin(), nvrtcs.end(), same)) nvrtcs.push_back(lib);
+      } else {
+        std::printf("cc1d_ptx_pack: no PTX from NVRTC '%s': %s\n", spec.c_str(), why.c_str());
+      }
     }
     const KernelSources all = load_kernel_sources();
     std::vector<Item> items;
-    for (const std::string& name : ptx_tier_variants())
-      for (int arch : archs) items.push_back(Item{name, "", arch, {}, "", ""});
+    for (const auto& nvrtc : nvrtcs)
+      for (const std::string& name : ptx_tier_variants())
+        for (int arch : archs)
+          if (std::count(nvrtc->facts.archs.begin(), nvrtc->facts.archs.end(), arch))
+            items.push_back(Item{name, "", arch, nvrtc, {}, "", ""});
     std::map<std::string, KernelSources> by_file;
     for (Item& it : items) {
       const char* file = kernel_file_of(*find_kernel_op(it.name));
@@ -148,7 +160,7 @@ int main(int argc, char** argv) {
         Item& it = items[i];
         try {
           const KernelSources& src = by_file.at(kernel_file_of(*find_kernel_op(it.name)));
-          it.ptx = compile_kernel(*nvrtc, src, it.name, CodeKind::Ptx, it.arch);
+          it.ptx = compile_kernel(*it.nvrtc, src, it.name, CodeKind::Ptx, it.arch);
           while (!it.ptx.image.empty() && it.ptx.image.back() == '\0') it.ptx.image.pop_back();
           it.packed = lz_compress(it.ptx.image);
         } catch (const std::exception& e) {
@@ -162,12 +174,16 @@ int main(int argc, char** argv) {
     size_t raw = 0;
     for (const Item& it : items) {
       if (!it.error.empty())
-        fail(CC1D_ERR_COMPILE, "compute_" + std::to_string(it.arch) + " " + it.name + ": " + it.error);
+        fail(CC1D_ERR_COMPILE, "NVRTC " + it.nvrtc->facts.version_string() + ", compute_" + std::to_string(it.arch) +
+                                   " " + it.name + ": " + it.error);
       raw += it.ptx.image.size();
     }
-    write_pack(out, nvrtc->facts.version_string(), nvrtc->facts.version(), items);
-    std::printf("cc1d_ptx_pack: %zu kernels, NVRTC %s (%s): %zu bytes of PTX in %zu\n", items.size(),
-                nvrtc->facts.version_string().c_str(), nvrtc->facts.path.c_str(), raw,
+    write_pack(out, items);
+    std::string made;
+    for (const auto& n : nvrtcs)
+      made += (made.empty() ? "" : ", ") + n->facts.version_string() + " (" + n->facts.path + ")";
+    std::printf("cc1d_ptx_pack: %zu kernels, NVRTC %s: %zu bytes of PTX in %zu\n", items.size(),
+                made.empty() ? "none: an empty tier" : made.c_str(), raw,
                 static_cast<size_t>(std::ifstream(out + ".bin", std::ios::binary | std::ios::ate).tellg()));
     return 0;
   } catch (const std::exception& e) {

@@ -5,7 +5,7 @@
 namespace cc1d {
 
 const PtxPack& shipped_ptx_pack() {
-  static const PtxPack pack{"", 0, nullptr, 0, nullptr, 0};
+  static const PtxPack pack{nullptr, 0, nullptr, 0};
   return pack;
 }
 

@@ -55,6 +55,9 @@ cc1d_add_test(test_ptx_tier SOURCES ${CC1D_GPU_TEST_DIR}/test_ptx_tier.cpp LIBS 
 if(TARGET cc1d_ptx_pack)
   target_compile_definitions(test_ptx_tier PRIVATE CC1D_TEST_PTX_TIER_BUILT)
 endif()
+if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")  # the tier may hold its PTX (CC1D_PTX_TIER_NVRTC)
+  set_tests_properties(test_ptx_tier PROPERTIES ENVIRONMENT "CC1D_TEST_NVRTC12=${CC1D_NVRTC12}")
+endif()
 set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery test_cache_faults
                      test_cache_tiers test_lz_codec test_ptx_tier PROPERTIES LABELS "nvrtc;asan")
 target_compile_definitions(test_nvrtc_discovery PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
@@ -185,6 +188,11 @@ if(TARGET cc1d_ptx_pack)
   cc1d_backend_test(ptx_tier_kernel_dir "shipped PTX tier refused" COMPILES ENV ${_tier}
                     CAUSAL_CONV1D_KERNEL_DIR=${_fwd_edited} CC1D_TEST_TIER_REFUSAL=serves
                     PROPS FIXTURES_REQUIRED kernels_fwd_edited)
+  if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}" AND CC1D_PTX_TIER_NVRTC MATCHES "${CC1D_NVRTC12}")
+    # A CUDA 12.9 driver: NVRTC 12.9's PTX serves it (the fake would refuse NVRTC 13's PTX ISA).
+    cc1d_backend_test(ptx_tier_cuda12 "shipped PTX tier serves a first call" COMPILES ENV ${_tier}
+                      "CC1D_FAKE_DEVICES=90,86" CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC12} CC1D_FAKE_DRIVER_VERSION=12090)
+  endif()
   if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")
     cc1d_backend_test(ptx_tier_old_driver "shipped PTX tier refused" COMPILES ENV ${_tier}
                       CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC12} CC1D_FAKE_DRIVER_VERSION=12080

@@ -36,24 +36,26 @@ struct EnvGuard {  // sets (or unsets, for nullptr) a variable for the guard's l
   ~EnvGuard() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
 };
 
-// A pack of two kernels' "PTX" at compute_80 and one at compute_100, made as the build makes one.
+// A pack made as the build makes one: two kernels' "PTX" from NVRTC 13.0 at compute_80, one at
+// compute_100, and the first again from NVRTC 12.9 at compute_80.
 struct TestPack {
   std::vector<std::string> texts = {std::string(3000, 'a') + ".entry k0(\n", ".entry k1(" + std::string(777, 'x'),
-                                    ".target sm_100\n.entry k0("};
+                                    ".target sm_100\n.entry k0(", ".version 8.8\n.entry k0("};
   std::string blob;
   std::vector<ShippedPtx> entries;
   PtxPack pack{};
   TestPack() {
-    const char* names[] = {"k<0>", "k<1>", "k<0>"};
-    const int archs[] = {80, 80, 100};
+    const char* names[] = {"k<0>", "k<1>", "k<0>", "k<0>"};
+    const int archs[] = {80, 80, 100, 80};
+    const char* nvrtc[] = {"13.0", "13.0", "13.0", "12.9"};
+    const int versions[] = {13000, 13000, 13000, 12090};
     for (size_t i = 0; i < texts.size(); ++i) {
       const std::string z = lz_compress(texts[i]);
-      entries.push_back(ShippedPtx{"h0", names[i], "_lowered", "digest", archs[i], uint32_t(blob.size()),
-                                   uint32_t(z.size()), uint32_t(texts[i].size())});
+      entries.push_back(ShippedPtx{"h0", names[i], "_lowered", "digest", archs[i], nvrtc[i], versions[i],
+                                   uint32_t(blob.size()), uint32_t(z.size()), uint32_t(texts[i].size())});
       blob += z;
     }
-    pack = PtxPack{"13.0", 13000, entries.data(), entries.size(),
-                   reinterpret_cast<const unsigned char*>(blob.data()), blob.size()};
+    pack = PtxPack{entries.data(), entries.size(), reinterpret_cast<const unsigned char*>(blob.data()), blob.size()};
   }
 };
 
@@ -79,23 +81,29 @@ TEST_CASE("a tier finds decompresses and refuses as its pack says") {
   EnvGuard on(kPtxTierEnv, nullptr);
   TestPack t;
   const PtxTier tier(t.pack);
-  CHECK(tier.size() == 3);
-  const ShippedPtx* e = tier.find("h0", "k<1>", 86);
+  CHECK(tier.size() == 4);
+  const ShippedPtx* e = tier.find("h0", "k<1>", 86, 13000);
   REQUIRE(e != nullptr);
   CHECK(tier.ptx(*e) == t.texts[1]);
-  CHECK(tier.ptx(*tier.find("h0", "k<0>", 90)) == t.texts[0]);
-  CHECK(tier.ptx(*tier.find("h0", "k<0>", 100)) == t.texts[2]);  // Blackwell: its own set
-  CHECK(tier.find("h1", "k<1>", 90) == nullptr);   // other sources
-  CHECK(tier.find("h0", "k<2>", 90) == nullptr);   // not held
-  CHECK(tier.find("h0", "k<1>", 100) == nullptr);  // held for compute_80 only
-  CHECK(tier.find("h0", "k<0>", 75) == nullptr);
+  CHECK(tier.ptx(*tier.find("h0", "k<0>", 90, 13020)) == t.texts[0]);   // the newest NVRTC the driver runs
+  CHECK(tier.ptx(*tier.find("h0", "k<0>", 90, 12090)) == t.texts[3]);   // a CUDA 12.9 driver: NVRTC 12.9's
+  CHECK(tier.ptx(*tier.find("h0", "k<0>", 100, 13000)) == t.texts[2]);  // Blackwell: its own set
+  CHECK(tier.find("h0", "k<0>", 90, 12080) == nullptr);  // older than both NVRTCs
+  CHECK(tier.find("h0", "k<1>", 90, 12090) == nullptr);  // NVRTC 12.9 did not make this one
+  CHECK(tier.find("h1", "k<1>", 90, 13000) == nullptr);  // other sources
+  CHECK(tier.find("h0", "k<2>", 90, 13000) == nullptr);  // not held
+  CHECK(tier.find("h0", "k<1>", 100, 13000) == nullptr);  // held for compute_80 only
+  CHECK(tier.find("h0", "k<0>", 75, 13000) == nullptr);
   CHECK(tier.producer(*e, 13020) == "shipped PTX compute_80 (NVRTC 13.0) + CUDA 13.2 driver JIT");
-  CHECK(tier.report_json() == "{\"kernels\": 3, \"archs\": [80, 100], \"nvrtc\": \"13.0\", \"bytes\": " +
+  CHECK(tier.producer(*tier.find("h0", "k<0>", 90, 12090), 12090) ==
+        "shipped PTX compute_80 (NVRTC 12.9) + CUDA 12.9 driver JIT");
+  CHECK(tier.report_json() == "{\"kernels\": 4, \"archs\": [80, 100], \"nvrtc\": [\"12.9\", \"13.0\"], \"bytes\": " +
                                   std::to_string(t.blob.size()) + "}");
 
   CHECK(tier.refusal(90, 13000) == "");
+  CHECK(tier.refusal(90, 12090) == "");
   CHECK(tier.refusal(100, 13020) == "");
-  CHECK(tier.refusal(90, 12080) == "its PTX is from NVRTC 13.0, newer than this CUDA 12.8 driver can JIT");
+  CHECK(tier.refusal(90, 12080) == "its PTX is from NVRTC 12.9 and 13.0, newer than this CUDA 12.8 driver can JIT");
   CHECK(tier.refusal(120, 13000) ==
         "it holds compute_80, compute_100, none of which gives sm_120 the SASS of its own cubin");
   {
@@ -106,7 +114,7 @@ TEST_CASE("a tier finds decompresses and refuses as its pack says") {
     EnvGuard empty(kPtxTierEnv, "");  // empty: the default, on
     CHECK(tier.refusal(90, 13000) == "");
   }
-  const PtxPack none{"", 0, nullptr, 0, nullptr, 0};
+  const PtxPack none{nullptr, 0, nullptr, 0};
   CHECK(PtxTier(none).refusal(90, 13000).find("built without it") != std::string::npos);
 }
 
@@ -117,7 +125,7 @@ TEST_CASE("damaged pack bytes are an error that says what to do") {
   const PtxTier tier(t.pack);
   for (const char* name : {"k<0>", "k<1>"}) {
     try {
-      tier.ptx(*tier.find("h0", name, 90));
+      tier.ptx(*tier.find("h0", name, 90, 13000));
       FAIL("no error for " << name);
     } catch (const Error& e) {
       CHECK(e.status() == CC1D_ERR_INTERNAL);
@@ -149,10 +157,8 @@ TEST_CASE("the tier's variants are widths 2 to 4 with weights of x's dtype or fp
 TEST_CASE("the embedded pack is what NVRTC makes of the embedded sources") {
   EnvGuard src("CAUSAL_CONV1D_KERNEL_DIR", nullptr);
   const PtxPack& pack = shipped_ptx_pack();
-  const std::vector<NvrtcCandidate> found = discover_nvrtc(default_nvrtc_search());
-  std::shared_ptr<NvrtcLib> nvrtc;
-  for (const NvrtcCandidate& c : found)
-    if (c.lib && c.facts.version_string() == pack.nvrtc) nvrtc = c.lib;
+  std::vector<NvrtcCandidate> found = discover_nvrtc(default_nvrtc_search());
+  if (const char* nv12 = std::getenv("CC1D_TEST_NVRTC12")) found.push_back(probe_nvrtc(nv12, "test"));
   if (pack.count == 0) {
 #ifdef CC1D_TEST_PTX_TIER_BUILT
     // The build makes the tier with any NVRTC it finds: an empty pack means it found none.
@@ -163,7 +169,7 @@ TEST_CASE("the embedded pack is what NVRTC makes of the embedded sources") {
   const PtxTier tier(pack);
   const KernelSources all = load_kernel_sources();
   std::map<std::string, std::string> hash_of_file;
-  std::vector<int> archs;
+  std::map<std::string, std::vector<int>> archs_of;  // per NVRTC
   for (size_t i = 0; i < pack.count; ++i) {
     const ShippedPtx& e = pack.entries[i];
     const char* file = kernel_file_of(*find_kernel_op(e.name));
@@ -171,14 +177,20 @@ TEST_CASE("the embedded pack is what NVRTC makes of the embedded sources") {
     CHECK_MESSAGE(e.sources_hash == hash_of_file[file], e.name);
     const std::string ptx = tier.ptx(e);
     CHECK_MESSAGE(sha256_hex(ptx) == e.digest, e.name);
+    std::vector<int>& archs = archs_of[e.nvrtc];
     if (std::find(archs.begin(), archs.end(), e.arch) == archs.end()) archs.push_back(e.arch);
   }
-  CHECK(pack.count == ptx_tier_variants().size() * archs.size());
-  // NVRTC now, on a sample (every 11th entry: each op and path appears): the same bytes.
-  REQUIRE_MESSAGE(static_cast<bool>(nvrtc), "no NVRTC " << pack.nvrtc << " here to compare the pack with");
+  size_t sets = 0;
+  for (const auto& [nvrtc, archs] : archs_of) sets += archs.size();
+  CHECK(pack.count == ptx_tier_variants().size() * sets);
+  // NVRTC now, on a sample (every 11th entry: each op, path and NVRTC appears): the same bytes.
   for (size_t i = 0; i < pack.count; i += 11) {
     const ShippedPtx& e = pack.entries[i];
-    INFO(std::string(e.name) << " compute_" << e.arch);
+    INFO(std::string(e.name) << " compute_" << e.arch << " NVRTC " << e.nvrtc);
+    std::shared_ptr<NvrtcLib> nvrtc;
+    for (const NvrtcCandidate& c : found)
+      if (c.lib && c.facts.version_string() == e.nvrtc) nvrtc = c.lib;
+    REQUIRE_MESSAGE(static_cast<bool>(nvrtc), "no NVRTC " << e.nvrtc << " here to compare the pack with");
     CompiledImage now = compile_kernel(*nvrtc, op_kernel_sources(all, kernel_file_of(*find_kernel_op(e.name))),
                                        e.name, CodeKind::Ptx, e.arch);
     while (!now.image.empty() && now.image.back() == '\0') now.image.pop_back();

@@ -249,7 +249,7 @@ class NvrtcToolchain final : public Toolchain {
     const DeviceChoice& dc = choices_[dev.ordinal];
     if (!dc.tier_refusal.empty()) return nullptr;
     std::lock_guard<std::mutex> lock(tier_mu_);
-    return dc.tier_failure.empty() ? shipped_ptx_tier().find(sources.hash, name, dev.arch) : nullptr;
+    return dc.tier_failure.empty() ? shipped_ptx_tier().find(sources.hash, name, dev.arch, driver().version()) : nullptr;
   }
 
   // The report's word on the tier for a device: "serves", why not, or why it was turned off.

@@ -57,10 +57,16 @@ int ptx_set_for(const std::vector<int>& archs, int sm) {
 PtxTier::PtxTier(const PtxPack& pack) : pack_(pack) {
   for (size_t i = 0; i < pack.count; ++i) {
     const ShippedPtx& e = pack.entries[i];
-    index_.emplace(index_key(e.sources_hash, e.name, e.arch), i);
+    index_[index_key(e.sources_hash, e.name, e.arch)].push_back(i);
     if (std::find(archs_.begin(), archs_.end(), e.arch) == archs_.end()) archs_.push_back(e.arch);
+    const std::pair<int, std::string> v(e.nvrtc_version, e.nvrtc);
+    if (std::find(nvrtcs_.begin(), nvrtcs_.end(), v) == nvrtcs_.end()) nvrtcs_.push_back(v);
   }
   std::sort(archs_.begin(), archs_.end());
+  std::sort(nvrtcs_.begin(), nvrtcs_.end());
+  for (auto& [key, list] : index_)
+    std::sort(list.begin(), list.end(),
+              [&](size_t a, size_t b) { return pack.entries[a].nvrtc_version > pack.entries[b].nvrtc_version; });
 }
 
 std::string PtxTier::refusal(int sm, int driver_version) const {
@@ -68,9 +74,12 @@ std::string PtxTier::refusal(int sm, int driver_version) const {
   const char* env = std::getenv(kPtxTierEnv);
   if (env != nullptr && *env != '\0' && !env_flag(kPtxTierEnv))
     return std::string("turned off by ") + kPtxTierEnv;
-  if (driver_version < pack_.nvrtc_version)
-    return "its PTX is from NVRTC " + std::string(pack_.nvrtc) + ", newer than this CUDA " +
-           cuda_version_string(driver_version) + " driver can JIT";
+  if (driver_version < nvrtcs_.front().first) {
+    std::string made;
+    for (const auto& v : nvrtcs_) made += (made.empty() ? "" : " and ") + v.second;
+    return "its PTX is from NVRTC " + made + ", newer than this CUDA " + cuda_version_string(driver_version) +
+           " driver can JIT";
+  }
   if (ptx_set_for(archs_, sm) == 0) {
     std::string archs;
     for (int a : archs_) archs += (archs.empty() ? "" : ", ") + std::string("compute_") + std::to_string(a);
@@ -79,11 +88,14 @@ std::string PtxTier::refusal(int sm, int driver_version) const {
   return "";
 }
 
-const ShippedPtx* PtxTier::find(const std::string& hash, const std::string& name, int sm) const {
+const ShippedPtx* PtxTier::find(const std::string& hash, const std::string& name, int sm, int driver_version) const {
   const int arch = ptx_set_for(archs_, sm);
   if (arch == 0) return nullptr;
   const auto it = index_.find(index_key(hash, name, arch));
-  return it == index_.end() ? nullptr : &pack_.entries[it->second];
+  if (it == index_.end()) return nullptr;
+  for (size_t i : it->second)
+    if (pack_.entries[i].nvrtc_version <= driver_version) return &pack_.entries[i];
+  return nullptr;
 }
 
 std::string PtxTier::ptx(const ShippedPtx& e) const {
@@ -97,15 +109,16 @@ std::string PtxTier::ptx(const ShippedPtx& e) const {
 }
 
 std::string PtxTier::producer(const ShippedPtx& e, int driver_version) const {
-  return "shipped PTX compute_" + std::to_string(e.arch) + " (NVRTC " + pack_.nvrtc + ") + CUDA " +
+  return "shipped PTX compute_" + std::to_string(e.arch) + " (NVRTC " + e.nvrtc + ") + CUDA " +
          cuda_version_string(driver_version) + " driver JIT";
 }
 
 std::string PtxTier::report_json() const {
-  std::string archs;
+  std::string archs, nvrtcs;
   for (int a : archs_) archs += (archs.empty() ? "" : ", ") + std::to_string(a);
-  return "{\"kernels\": " + std::to_string(pack_.count) + ", \"archs\": [" + archs + "], \"nvrtc\": \"" +
-         pack_.nvrtc + "\", \"bytes\": " + std::to_string(pack_.blob_size) + "}";
+  for (const auto& v : nvrtcs_) nvrtcs += (nvrtcs.empty() ? "\"" : ", \"") + v.second + "\"";
+  return "{\"kernels\": " + std::to_string(pack_.count) + ", \"archs\": [" + archs + "], \"nvrtc\": [" + nvrtcs +
+         "], \"bytes\": " + std::to_string(pack_.blob_size) + "}";
 }
 
 const PtxTier& shipped_ptx_tier() {

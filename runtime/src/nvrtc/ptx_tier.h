@@ -10,7 +10,8 @@
 //    as a direct cubin (measured: bench/RESULTS.md, "The shipped PTX tier, built");
 //  - only kernels of the embedded sources (an entry is keyed by its op's source digest, so
 //    CAUSAL_CONV1D_KERNEL_DIR misses it) and only on a driver at least as new as the NVRTC that
-//    made it (a driver cannot JIT a newer PTX ISA).
+//    made it (a driver cannot JIT a newer PTX ISA). A build may make the tier with several
+//    NVRTCs (CC1D_PTX_TIER_NVRTC): a driver gets the newest one's PTX it can run.
 // The driver's linker turns the PTX into a cubin (cuLink*), so the disk cache keeps the cubin
 // and the next process loads it in about a millisecond, as for an NVRTC compile.
 // CAUSAL_CONV1D_PTX_TIER=0 turns it off (every kernel then compiles with NVRTC).
@@ -34,14 +35,15 @@ struct ShippedPtx {
   const char* lowered;       // NVRTC's lowered (mangled) name of it
   const char* digest;        // SHA-256 of the PTX text: part of the cache key of its cubin
   int arch;                  // compute_<arch>
+  const char* nvrtc;         // the NVRTC that made it, e.g. "13.0"
+  int nvrtc_version;         // the same as the driver writes it (13000): the oldest driver it serves
   uint32_t offset, size;     // its compressed bytes (lz_codec.h) in the blob
   uint32_t raw_size;         // the PTX text's length
 };
 
-// The embedded pack (generated at build time), or an empty one (count 0).
+// The embedded pack (generated at build time), or an empty one (count 0). A kernel may be there
+// once per NVRTC the build used (CC1D_PTX_TIER_NVRTC): the newest a driver can run serves it.
 struct PtxPack {
-  const char* nvrtc;      // the NVRTC that made it, e.g. "13.0" ("" when empty)
-  int nvrtc_version;      // the same as the driver writes it (13000): the oldest driver it serves
   const ShippedPtx* entries;
   size_t count;
   const unsigned char* blob;
@@ -63,21 +65,24 @@ class PtxTier {
   // "" when the tier may serve a device of `sm` on a driver of `driver_version` (13000 = 13.0),
   // else why not, in a few words ("turned off by CAUSAL_CONV1D_PTX_TIER=0", ...).
   std::string refusal(int sm, int driver_version) const;
-  // The entry of kernel `name` of sources `hash` for a device of `sm`, or nullptr.
-  const ShippedPtx* find(const std::string& hash, const std::string& name, int sm) const;
+  // The entry of kernel `name` of sources `hash` for a device of `sm` on a driver of
+  // `driver_version`: of those it can run, the newest NVRTC's; nullptr if none.
+  const ShippedPtx* find(const std::string& hash, const std::string& name, int sm, int driver_version) const;
   // Its PTX text. Throws Error(CC1D_ERR_INTERNAL) if the embedded bytes do not decompress.
   std::string ptx(const ShippedPtx& e) const;
   // What made a cubin from it: its cache key's compiler, e.g. "shipped PTX compute_80 (NVRTC
   // 13.0) + CUDA 13.0 driver JIT".
   std::string producer(const ShippedPtx& e, int driver_version) const;
   size_t size() const { return pack_.count; }
-  // JSON object: {"kernels": N, "archs": [80], "nvrtc": "13.0", "bytes": B}.
+  // JSON object: {"kernels": N, "archs": [80], "nvrtc": ["12.9", "13.0"], "bytes": B}.
   std::string report_json() const;
 
  private:
   const PtxPack& pack_;
   std::vector<int> archs_;
-  std::unordered_map<std::string, size_t> index_;  // hash '\n' name '\n' arch -> entry
+  std::vector<std::pair<int, std::string>> nvrtcs_;  // (version, "13.0"), oldest first
+  // hash '\n' name '\n' arch -> its entries, newest NVRTC first
+  std::unordered_map<std::string, std::vector<size_t>> index_;
 };
 
 // The tier over shipped_ptx_pack(), indexed on first use (the first CUDA call, not at load).
