@@ -58,7 +58,8 @@ variant_file() {
   echo "$1"
 }
 
-# lib_variant NAME FILE FROM TO [...]: libcc1d built with the edits (FILE relative to the repo).
+# lib_variant NAME FILE FROM TO [...]: libcc1d built with the edits (FILE relative to the repo),
+# without the shipped PTX tier (smaller to carry; the benchmarks time warm calls).
 lib_variant() {
   ((libs || check)) || return 0
   if ((check)); then  # each edit must apply; nothing is built
@@ -76,7 +77,7 @@ lib_variant() {
   git ls-files -z | xargs -0 cp --parents -t "$src"
   edit "$1" "$src" "${@:2}"
   cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCC1D_BUILD_TESTS=OFF -DCC1D_BUILD_BENCH=OFF \
-    -DCC1D_BUILD_EMULATOR=OFF -DCC1D_BUILD_PYARGS=OFF -DCC1D_BUILD_TORCH=OFF > "$out/$1/cmake.log"
+    -DCC1D_BUILD_EMULATOR=OFF -DCC1D_BUILD_PYARGS=OFF -DCC1D_BUILD_TORCH=OFF -DCC1D_PTX_TIER=OFF > "$out/$1/cmake.log"
   cmake --build "$bld" --target cc1d >> "$out/$1/cmake.log"
   cp -L "$bld/libcc1d.so" "$out/$1/libcc1d.so"
   # The argument packer is found beside libcc1d: the main build's, so that calls cost the same.
