@@ -5,11 +5,16 @@
 # on the build machine:
 #   cmake -S . -B build/cmake -G Ninja && cmake --build build/cmake -j2 --target cc1d cc1d_pyargs bench_compile
 # then run this script there with carry=["build/cmake/libcc1d.so.0.2.0",
-# "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (18 MB; the whole build
-# directory is over the 64 MiB a carry may hold; the libcc1d.so symlinks need not travel; the
-# argument packer serves the device's CPython whatever its version, and the report step says
-# whether it loaded). The `variants` step may add build/kernels-base (CC1D_VARIANTS_BASE) and
-# build/lib-variants (CC1D_LIB_VARIANTS, about 26 MB) to the carry: see below.
+# "build/cmake/libcc1d_pyargs.so", "build/cmake/bench/bench_compile"] (about 38 MB with the
+# shipped PTX tier; the whole build directory is over the 64 MiB a carry may hold; the
+# libcc1d.so symlinks need not travel; the argument packer serves the device's CPython whatever
+# its version, and the report step says whether it loaded). The `variants` step adds
+# build/kernels-base (CC1D_VARIANTS_BASE) and build/lib-variants (CC1D_LIB_VARIANTS: five
+# libraries of about 10 MB): over 64 MiB together, so pack them all, gzipped (about 40 MB):
+#   tar czf build/device-carry.tgz build/cmake/libcc1d.so.0.2.0 build/cmake/libcc1d_pyargs.so \
+#     build/cmake/bench/bench_compile build/kernels-base build/lib-variants
+# carry ["build/device-carry.tgz"], and start the device command with
+# `tar xzf build/device-carry.tgz &&`. See below.
 #
 #   bench/device_run.sh [--rehearse]
 #
