@@ -14,7 +14,9 @@
 //  2. "cache lookup alone": a fresh ImageCache's load of the same key (trust checks, open, read,
 //     SHA-256, counters), and the same with the counters off;
 //  3. "read the same bytes": open, read and close of the entry file, the floor of any lookup.
-// Run once with the local cache, once with the local cache off and the tier as the only source.
+// Run with the local cache; the same with NVRTC's facts (nvrtc_memo.h) removed before each child,
+// so its discovery loads NVRTC as every process did before they were kept; and with the local
+// cache off and the tier as the only source (no facts are kept then).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@
 #include "jit/image_cache.h"
 #include "jit/kernel_source.h"
 #include "jit/toolchain.h"
+#include "nvrtc/nvrtc_memo.h"
 
 using namespace cc1d;
 
@@ -143,11 +146,13 @@ struct Dist {
   }
 };
 
-void series(const std::string& self, const char* what, int runs) {
+// `forget`: a file removed before each child (nullptr: none).
+void series(const std::string& self, const char* what, int runs, const char* forget = nullptr) {
   Dist build, call, lookup, nostats, raw;
   std::string origin;
   ssize_t bytes = 0;
   for (int i = 0; i < runs; ++i) {
+    if (forget != nullptr) std::remove(forget);
     char o[64];
     double b, c, l, n, r;
     if (std::sscanf(run_child(self).c_str(), "%63s %lf %lf %lf %lf %lf %zd", o, &b, &c, &l, &n, &r, &bytes) != 7) {
@@ -202,6 +207,9 @@ int main(int argc, char** argv) {
   cc1d_free(manifest);
   std::printf("bench_cache_load: the first forward (fp32, width 4, (2, 8, 16)), %ld cores\n", sysconf(_SC_NPROCESSORS_ONLN));
   series(self, "local cache", runs);
+  // As every process was before NVRTC's facts were kept: discovery loads NVRTC to ask it.
+  const std::string facts = local + "/" + NvrtcMemo::kFileName;
+  series(self, "local cache, NVRTC's facts forgotten before each process", runs, facts.c_str());
   setenv("CAUSAL_CONV1D_CACHE_DIR", "off", 1);
   setenv("CAUSAL_CONV1D_CACHE_PATH", tier.c_str(), 1);
   series(self, "read-only tier only (local cache off)", runs);

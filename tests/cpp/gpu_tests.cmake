@@ -30,6 +30,7 @@ cc1d_fake_nvrtc(fake_nvrtc_old       old/lib64            libnvrtc.so.11.1 11 1 
 cc1d_fake_nvrtc(fake_nvrtc_partial   partial/lib64        libnvrtc.so.12   12 2 "75,80,86,90" FAKE_NO_COMPILE)
 cc1d_fake_nvrtc(fake_nvrtc_nobuiltins nobuiltins/lib64    libnvrtc.so.13   13 0 "75,80,86,90" FAKE_NO_BUILTINS)
 cc1d_fake_nvrtc(fake_nvrtc_loaded    loaded               libnvrtc.so.11.2 11 2 "35,50,60,70,75,80,86")
+cc1d_fake_nvrtc(fake_nvrtc_sonamed   sonamed              libnvrtc.so.42   12 6 "75,80,86,90")
 # A file that is not a library, a dev symlink to a candidate (de-duplicated), and a builtins
 # library (never a candidate).
 file(MAKE_DIRECTORY ${CC1D_FAKE_TREE}/broken/lib64)
@@ -48,6 +49,7 @@ cc1d_add_test(test_nvrtc_units SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_units.cpp
 cc1d_add_test(test_nvrtc_choice SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_choice.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_cache SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_cache.cpp LIBS cc1d_static)
 cc1d_add_test(test_nvrtc_discovery SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_discovery.cpp LIBS cc1d_static)
+cc1d_add_test(test_nvrtc_memo SOURCES ${CC1D_GPU_TEST_DIR}/test_nvrtc_memo.cpp LIBS cc1d_static)
 cc1d_add_test(test_cache_faults SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_faults.cpp LIBS cc1d_static)
 cc1d_add_test(test_cache_tiers SOURCES ${CC1D_GPU_TEST_DIR}/test_cache_tiers.cpp LIBS cc1d_static)
 cc1d_add_test(test_lz_codec SOURCES ${CC1D_GPU_TEST_DIR}/test_lz_codec.cpp LIBS cc1d_static)
@@ -58,10 +60,14 @@ endif()
 if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")  # the tier may hold its PTX (CC1D_PTX_TIER_NVRTC)
   set_tests_properties(test_ptx_tier PROPERTIES ENVIRONMENT "CC1D_TEST_NVRTC12=${CC1D_NVRTC12}")
 endif()
-set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery test_cache_faults
+set_tests_properties(test_nvrtc_units test_nvrtc_choice test_nvrtc_cache test_nvrtc_discovery test_nvrtc_memo test_cache_faults
                      test_cache_tiers test_lz_codec test_ptx_tier PROPERTIES LABELS "nvrtc;asan")
-target_compile_definitions(test_nvrtc_discovery PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
-add_dependencies(test_nvrtc_discovery ${CC1D_FAKE_TARGETS})
+foreach(t test_nvrtc_discovery test_nvrtc_memo)
+  target_compile_definitions(${t} PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
+  add_dependencies(${t} ${CC1D_FAKE_TARGETS})
+endforeach()
+# The loader finds the tree's libnvrtc.so.42 by soname through the executable's RUNPATH.
+set_target_properties(test_nvrtc_memo PROPERTIES BUILD_RPATH ${CC1D_FAKE_TREE}/sonamed)
 
 # Ownership (chown) and full/read-only file systems (a tmpfs in a private mount namespace):
 # root only. Own main(): exits 77 (skipped) without root, or without the right to mount.
@@ -171,6 +177,11 @@ if(TARGET cc1d_ptx_pack)
   cc1d_backend_test(ptx_tier_warm "shipped PTX tier from the disk cache" ENV ${_tier}
                     PROPS FIXTURES_REQUIRED ptx_tier_cache)
   set_tests_properties(nvrtc_backend.ptx_tier_warm PROPERTIES ENVIRONMENT
+    "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/ptx_tier;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_tier}")
+  # Over ptx_tier's directory, after ptx_tier_warm: its kernels cleared, the NVRTC facts kept.
+  cc1d_backend_test(ptx_tier_no_nvrtc "shipped PTX tier without loading NVRTC" ENV ${_tier}
+                    PROPS FIXTURES_REQUIRED ptx_tier_cache DEPENDS nvrtc_backend.ptx_tier_warm)
+  set_tests_properties(nvrtc_backend.ptx_tier_no_nvrtc PROPERTIES ENVIRONMENT
     "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/ptx_tier;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_tier}")
   cc1d_backend_test(ptx_tier_sm100 "shipped PTX tier refused" COMPILES ENV ${_tier} CC1D_FAKE_DEVICES=100
                     "CC1D_TEST_TIER_REFUSAL=none of which gives sm_100 the SASS of its own cubin")

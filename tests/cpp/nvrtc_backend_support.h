@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -112,10 +113,12 @@ inline std::map<std::string, long> requested_procs() {
   return m;
 }
 
+// Empties the scenario's kernel cache: its entries go; the NVRTC facts that this process's
+// discovery left beside them (nvrtc_memo.h) stay, as a later process would find them.
 inline void clean_cache_dir() {
   const char* d = std::getenv("CAUSAL_CONV1D_CACHE_DIR");
   REQUIRE(d != nullptr);
-  std::filesystem::remove_all(d);
+  std::filesystem::remove_all(std::string(d) + "/kernels-v3");
 }
 
 inline std::string report() {
@@ -128,6 +131,14 @@ inline std::string report() {
 }
 
 inline bool has(const std::string& s, const std::string& frag) { return s.find(frag) != std::string::npos; }
+
+// Whether any libnvrtc is mapped in this process.
+inline bool nvrtc_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (has(line, "/libnvrtc.so")) return true;
+  return false;
+}
 
 inline size_t occurrences(const std::string& s, const std::string& frag) {
   size_t n = 0;

@@ -34,6 +34,11 @@ TEST_CASE("disk cache warm") {
   CHECK(has(r, "\"writes\": 0"));
   CHECK_FALSE(has(r, "\"origin\": \"compiled\""));
   CHECK(count("cuModuleLoadData") == 4);
+  // Nothing compiled, so NVRTC was never loaded: the cold process left its facts in the cache's
+  // directory (nvrtc_memo.h).
+  CHECK(has(r, "\"loaded\": false"));
+  CHECK_FALSE(has(r, "\"loaded\": true"));
+  CHECK_FALSE(nvrtc_mapped());
 }
 
 // Kernel sources whose bwd.cuh alone was edited, over the cold scenario's cache: an op's entries
@@ -44,6 +49,8 @@ TEST_CASE("disk cache after another op's edit") {
   CHECK(occurrences(r, "\"origin\": \"disk cache\"") == 1);
   CHECK(occurrences(r, "\"origin\": \"compiled\"") == 3);
   CHECK(has(r, "\"writes\": 3"));
+  CHECK(has(r, "\"loaded\": true"));  // the remembered NVRTC, loaded by its first compile
+  CHECK(nvrtc_mapped());
   // The report gives each op's digest (its cache keys'): 64 hex digits, one per op.
   const auto digest = [&](const char* op) {
     const size_t at = r.find(std::string("\"") + op + "\": \"", r.find("\"ops\": {"));

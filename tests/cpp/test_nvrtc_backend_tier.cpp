@@ -55,6 +55,20 @@ TEST_CASE("shipped PTX tier from the disk cache") {
   CHECK(requested_procs().count("cuLinkCreate") == 0);  // never even resolved
 }
 
+// A process that finds the NVRTC facts its predecessor left beside the cache (nvrtc_memo.h), and
+// a first call the tier holds: NVRTC is never loaded.
+TEST_CASE("shipped PTX tier without loading NVRTC") {
+  clean_cache_dir();  // the kernels go, the facts stay
+  Problem bf(0, CC1D_BFLOAT16, CC1D_BFLOAT16, Layout::ChannelLast);
+  ok(bf);
+  const std::string r = report();
+  INFO(r);
+  CHECK(origins(r, "shipped PTX") == 1);
+  CHECK(has(r, "\"loaded\": false"));
+  CHECK_FALSE(has(r, "\"loaded\": true"));
+  CHECK_FALSE(nvrtc_mapped());
+}
+
 // CC1D_TEST_TIER_REFUSAL: what the report must say (the device's reason, or "serves" when the
 // tier serves the device but not this kernel).
 TEST_CASE("shipped PTX tier refused") {

@@ -118,6 +118,14 @@
  *  - Degradation: a directory that cannot be created or written, or a full disk (after
  *    evicting old entries, retried at each later store), leaves compiled kernels in memory,
  *    with one warning; cc1d_report says the true state.
+ *  - NVRTC's facts: <dir>/nvrtc-facts-v1 keeps each libnvrtc's version and SMs, keyed by the
+ *    file's identity (path, inode, size, mtime, ctime), and where the loader found each soname.
+ *    A later process then chooses its NVRTC without loading it, and loads it only to compile: a
+ *    process whose kernels all come from a cache or the shipped PTX tier never maps NVRTC (about
+ *    100 MB; 4-6 ms warm, 30-85 ms from a cold page cache). Same trust rule as the entries; a
+ *    changed file is asked again; a library that answers otherwise than its facts when loaded
+ *    fails that compile with CC1D_ERR_BACKEND_UNAVAILABLE (delete the file). Kept only with a
+ *    local cache; cc1d_report's nvrtc_candidates say "loaded" for each.
  */
 #ifndef CC1D_CC1D_H
 #define CC1D_CC1D_H

@@ -8,7 +8,9 @@
 #include <mutex>
 #include <set>
 
+#include "core/error.h"
 #include "core/log.h"
+#include "nvrtc/nvrtc_memo.h"
 
 namespace cc1d {
 
@@ -207,35 +209,63 @@ NvrtcCandidate probe_nvrtc(const std::string& path, const std::string& origin) {
   return c;
 }
 
-std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg,
-                                           std::vector<std::string>* not_found) {
+std::shared_ptr<NvrtcLib> load_nvrtc(const NvrtcCandidate& c) {
+  if (c.lib != nullptr) return c.lib;
+  const NvrtcCandidate now = probe_nvrtc(c.facts.path, c.facts.origin);
+  std::string why = now.facts.load_error;
+  if (why.empty() && (now.facts.version() != c.facts.version() || now.facts.archs != c.facts.archs))
+    why = "it is now NVRTC " + now.facts.version_string() + " with other SMs than the remembered " +
+          c.facts.version_string() + "'s";
+  if (!why.empty())
+    fail(CC1D_ERR_BACKEND_UNAVAILABLE, "NVRTC " + c.facts.path + " (" + c.facts.origin + "), chosen from the facts "
+         "remembered in " + NvrtcMemo::kFileName + " of the kernel cache's directory, does not load as they say: " +
+         why + ". Delete that file, or set CAUSAL_CONV1D_NVRTC to the NVRTC to use");
+  return now.lib;
+}
+
+std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg, std::vector<std::string>* not_found,
+                                           NvrtcMemo* memo) {
   std::vector<NvrtcCandidate> out;
   std::set<std::string> seen;  // real paths
-  auto consider = [&](const std::string& path, const std::string& origin) {
+  auto consider = [&](const std::string& path, const std::string& origin, bool loaded) {
     const bool is_name = path.find('/') == std::string::npos;
     if (!seen.insert(is_name ? path : real_path(path)).second) return;
-    NvrtcCandidate c = probe_nvrtc(path, origin);
-    if (is_name && c.facts.load_error.compare(0, 13, "dlopen failed") == 0) {
-      if (not_found != nullptr) not_found->push_back(path + ": " + c.facts.load_error);
-      return;  // the loader has no such library: not a candidate
+    NvrtcCandidate c;
+    std::string file = is_name ? "" : real_path(path);
+    if (memo != nullptr && is_name && memo->resolved(path, &file) && !seen.insert(file).second) return;
+    if (memo != nullptr && !loaded && !file.empty() && memo->facts(file, &c.facts)) {
+      c.facts.path = is_name ? file : path;
+      c.facts.origin = origin;
+    } else {
+      c = probe_nvrtc(path, origin);
+      if (is_name && c.facts.load_error.compare(0, 13, "dlopen failed") == 0) {
+        if (not_found != nullptr) not_found->push_back(path + ": " + c.facts.load_error);
+        return;  // the loader has no such library: not a candidate
+      }
+      if (memo != nullptr && c.lib != nullptr) {
+        if (is_name) memo->remember_resolution(path, real_path(c.facts.path));
+        memo->remember(real_path(c.facts.path), c.facts);
+      }
+      // A soname resolved by the loader: skip it if that file was already a candidate.
+      if (is_name && !seen.insert(real_path(c.facts.path)).second) return;
     }
-    // A soname resolved by the loader: skip it if that file was already a candidate.
-    if (is_name && !seen.insert(real_path(c.facts.path)).second) return;
-    log_line(CC1D_LOG_DEBUG, "NVRTC candidate {} ({}): {}", c.facts.path, origin,
-             c.facts.load_error.empty() ? "NVRTC " + c.facts.version_string() : c.facts.load_error);
+    log_line(CC1D_LOG_DEBUG, "NVRTC candidate {} ({}): {}{}", c.facts.path, origin,
+             c.facts.load_error.empty() ? "NVRTC " + c.facts.version_string() : c.facts.load_error,
+             c.lib == nullptr && c.facts.load_error.empty() ? " (remembered; not loaded)" : "");
     out.push_back(std::move(c));
   };
-  if (!cfg.explicit_path.empty()) consider(cfg.explicit_path, "CAUSAL_CONV1D_NVRTC");
+  if (!cfg.explicit_path.empty()) consider(cfg.explicit_path, "CAUSAL_CONV1D_NVRTC", false);
   for (const auto& soname : cfg.loaded_sonames) {
     std::shared_ptr<DynLib> lib = DynLib::open_loaded(soname);
-    if (lib != nullptr) consider(lib->path(), "already loaded (" + soname + ")");
+    if (lib != nullptr) consider(lib->path(), "already loaded (" + soname + ")", true);
   }
   for (const auto& root : cfg.roots)
     for (const char* sub : {"", "/nvidia/cu13/lib", "/nvidia/cuda_nvrtc/lib"})
-      for (const auto& f : nvrtc_files_in(root + sub)) consider(f, "search root " + root);
+      for (const auto& f : nvrtc_files_in(root + sub)) consider(f, "search root " + root, false);
   for (const auto& [origin, dir] : cfg.toolkit_dirs)
-    for (const auto& f : nvrtc_files_in(dir)) consider(f, origin);
-  for (const auto& soname : cfg.sonames) consider(soname, "soname");
+    for (const auto& f : nvrtc_files_in(dir)) consider(f, origin, false);
+  for (const auto& soname : cfg.sonames) consider(soname, "soname", false);
+  if (memo != nullptr) memo->save();
   return out;
 }
 

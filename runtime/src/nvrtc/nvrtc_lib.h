@@ -56,7 +56,9 @@ struct NvrtcLib {
 
 struct NvrtcCandidate {
   NvrtcFacts facts;
-  std::shared_ptr<NvrtcLib> lib;  // null when facts.load_error is set
+  // null when facts.load_error is set, and when discovery took the facts from the memo (the
+  // library is not loaded until load_nvrtc()).
+  std::shared_ptr<NvrtcLib> lib;
 };
 
 // Where to look, in this order. Each field can be emptied, so tests can search only a tree
@@ -81,10 +83,18 @@ NvrtcSearchConfig default_nvrtc_search();
 // affects discoveries that start afterwards.
 void add_nvrtc_search_roots(const std::vector<std::string>& roots);
 
-// Loads and queries every candidate, de-duplicated by real path, in search order. Sonames
-// the loader cannot find are not candidates; they are appended to *not_found when given.
+class NvrtcMemo;
+
+// Queries every candidate, de-duplicated by real path, in search order. Sonames the loader
+// cannot find are not candidates; they are appended to *not_found when given. With a memo
+// (nvrtc_memo.h), a file it knows is not loaded (lib stays null), one it does not know is loaded,
+// asked and remembered, and the memo is saved.
 std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& config,
-                                           std::vector<std::string>* not_found = nullptr);
+                                           std::vector<std::string>* not_found = nullptr, NvrtcMemo* memo = nullptr);
+
+// The library of a candidate whose facts came from the memo, loaded now; it must answer as the
+// memo said. Throws CC1D_ERR_BACKEND_UNAVAILABLE (the file no longer loads, or answers otherwise).
+std::shared_ptr<NvrtcLib> load_nvrtc(const NvrtcCandidate& c);
 
 // Loads one library and asks it for its facts (used by discovery and tests).
 NvrtcCandidate probe_nvrtc(const std::string& path, const std::string& origin);

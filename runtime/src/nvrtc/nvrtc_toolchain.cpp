@@ -18,6 +18,7 @@
 #include "nvrtc/nvrtc_choice.h"
 #include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/nvrtc_lib.h"
+#include "nvrtc/nvrtc_memo.h"
 #include "nvrtc/ptx_tier.h"
 
 namespace cc1d {
@@ -25,8 +26,7 @@ namespace cc1d {
 namespace {
 
 struct DeviceChoice {
-  NvrtcChoice choice;
-  std::shared_ptr<NvrtcLib> nvrtc;  // null when !choice.ok
+  NvrtcChoice choice;  // choice.index: the candidate of its NVRTC
   std::string tier_refusal;         // "" when the shipped PTX tier serves the device
   // The driver's refusal of the tier's PTX (under tier_mu_): the device's kernels then compile
   // with NVRTC.
@@ -44,7 +44,7 @@ class NvrtcToolchain final : public Toolchain {
     if (offline_) return probe_offline();
     env_ = query_gpu_env();
     if (!env_.available()) return env_.driver.reason.empty() ? "no usable CUDA device" : env_.driver.reason;
-    discover();
+    discover(true);
     const int torch_major = torch_cuda_major();
     for (const DeviceInfo& info : env_.devices)
       add_device(info.ordinal, info.name, info.sm, env_.driver.driver->version(), torch_major);
@@ -80,7 +80,7 @@ class NvrtcToolchain final : public Toolchain {
       // capture too, as for the load below.
       std::optional<RelaxedCaptureGuard> relaxed;
       if (!offline_) relaxed.emplace(driver());
-      const CompiledProgram p = compile_kernels(*choices_[dev.ordinal].nvrtc, sources, todo, c.kind, c.target_arch);
+      const CompiledProgram p = compile_kernels(*nvrtc_of(dev), sources, todo, c.kind, c.target_arch);
       for (size_t k = 0; k < todo.size(); ++k) out[at[k]] = CompiledImage{p.image, p.lowered_names[k], p.target, p.ms};
     }
     std::exception_ptr failed;  // every link is waited for before an error leaves
@@ -170,13 +170,15 @@ class NvrtcToolchain final : public Toolchain {
                                    ", \"torch_cuda_major\": " + std::to_string(targets_.torch_major) + "}"
                              : "\"driver\": " + gpu_env_json(env_);
     j += ", \"ptx_tier\": " + shipped_ptx_tier().report_json() + ", \"nvrtc_candidates\": [";
+    std::lock_guard<std::mutex> lock(nvrtc_mu_);
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const NvrtcFacts& f = candidates_[i].facts;
       std::string archs;
       for (size_t k = 0; k < f.archs.size(); ++k) archs += (k ? ", " : "") + std::to_string(f.archs[k]);
       j += std::string(i ? ", " : "") + "{\"path\": " + json_quote(f.path) + ", \"origin\": " + json_quote(f.origin) +
            ", \"version\": " + json_quote(f.load_error.empty() ? f.version_string() : "") + ", \"archs\": [" + archs +
-           "], \"error\": " + json_quote(f.load_error) + "}";
+           "], \"loaded\": " + (candidates_[i].lib ? "true" : "false") +
+           ", \"error\": " + json_quote(f.load_error) + "}";
     }
     j += "], \"nvrtc_not_found\": [";
     for (size_t i = 0; i < not_found_.size(); ++i) j += std::string(i ? ", " : "") + json_quote(not_found_[i]);
@@ -184,12 +186,13 @@ class NvrtcToolchain final : public Toolchain {
     for (size_t i = 0; i < devices_.size(); ++i) {
       const JitDevice& d = devices_[i];
       const DeviceChoice& dc = choices_[i];
+      const NvrtcFacts* nv = d.usable ? &candidates_[dc.choice.index].facts : nullptr;
       j += std::string(i ? ", " : "") + "{\"index\": " + std::to_string(d.ordinal) + ", \"sm\": " +
            std::to_string(d.arch) + ", \"usable\": " + (d.usable ? "true" : "false") +
            ", \"mode\": " + json_quote(d.usable ? code_kind_name(dc.choice.kind) : "") +
            ", \"target\": " + json_quote(d.target) +
-           ", \"nvrtc\": " + json_quote(d.usable ? dc.nvrtc->facts.path : "") +
-           ", \"nvrtc_version\": " + json_quote(d.usable ? dc.nvrtc->facts.version_string() : "") +
+           ", \"nvrtc\": " + json_quote(nv ? nv->path : "") +
+           ", \"nvrtc_version\": " + json_quote(nv ? nv->version_string() : "") +
            ", \"reason\": " + json_quote(d.reason) + ", \"ptx_tier\": " +
            json_quote(tier_state(dc)) + ", \"decisions\": " + decisions_json(dc.choice.decisions) + "}";
     }
@@ -210,10 +213,10 @@ class NvrtcToolchain final : public Toolchain {
     d.usable = dc.choice.ok;
     d.reason = dc.choice.reason;
     if (dc.choice.ok) {
-      dc.nvrtc = candidates_[dc.choice.index].lib;
+      const NvrtcFacts& nv = candidates_[dc.choice.index].facts;
       d.target = nvrtc_target(dc.choice.kind, dc.choice.target_arch);
-      d.compiler = "NVRTC " + dc.nvrtc->facts.version_string();
-      d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, dc.nvrtc->facts);
+      d.compiler = "NVRTC " + nv.version_string();
+      d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, nv);
     }
     dc.tier_refusal = offline_ ? "precompile compiles with NVRTC (the tier needs a driver)"
                       : !dc.choice.ok ? "unused: the device has no NVRTC for the kernels the tier lacks"
@@ -239,8 +242,19 @@ class NvrtcToolchain final : public Toolchain {
     return "";
   }
 
-  void discover() {
-    std::call_once(discover_once_, [this] { candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_); });
+  // With the memo (nvrtc_memo.h), kept for processes that found a GPU: an NVRTC is loaded by
+  // its first compile, not by discovery.
+  void discover(bool memo = false) {
+    std::call_once(discover_once_, [this, memo] {
+      NvrtcMemo m(memo ? CacheConfig::default_dir() : "");
+      candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_, &m);
+    });
+  }
+  std::shared_ptr<NvrtcLib> nvrtc_of(const JitDevice& dev) {
+    std::lock_guard<std::mutex> lock(nvrtc_mu_);
+    NvrtcCandidate& c = candidates_[choices_[dev.ordinal].choice.index];
+    if (c.lib == nullptr) c.lib = load_nvrtc(c);
+    return c.lib;
   }
   CudaDriver& driver() const { return *env_.driver.driver; }
 
@@ -283,7 +297,8 @@ class NvrtcToolchain final : public Toolchain {
   OfflineTargets targets_;
   GpuEnv env_;
   std::once_flag discover_once_;
-  std::vector<NvrtcCandidate> candidates_;
+  std::vector<NvrtcCandidate> candidates_;  // lib under nvrtc_mu_
+  std::mutex nvrtc_mu_;
   std::vector<std::string> not_found_;
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
