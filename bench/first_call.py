@@ -3,7 +3,9 @@
 Each measurement is a fresh process with a fresh kernel cache and the driver's JIT cache off
 (CUDA_CACHE_DISABLE=1), so every first call really builds its kernels: once with
 CAUSAL_CONV1D_PTX_TIER=1 (the driver links the embedded PTX), once with 0 (NVRTC compiles). The
-CUDA context is made before the clock starts. Prints a markdown table: per configuration, the
+cache directory holds the NVRTC facts an earlier process left (nvrtc_memo.h), as on any machine
+after its first process, so a first call from the tier loads no NVRTC. The CUDA context is made
+before the clock starts. Prints a markdown table: per configuration, the
 first call's wall time and each kernel's build time and origin as cc1d_report gives them.
 
     CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so python bench/first_call.py [--device cpu]
@@ -52,8 +54,24 @@ def child(device: str, dtype: str, layout: str, backward: bool) -> None:
     print(json.dumps({"ms": ms, "compiled": rep.get("compiled", [])}))
 
 
-def measure(device: str, dtype: str, layout: str, backward: bool, tier: str) -> dict:
+FACTS = "nvrtc-facts-v1"  # NvrtcMemo::kFileName
+
+
+def facts_of(device: str) -> bytes:
+    """The NVRTC facts a process on `device` leaves in its cache directory (b"" when none)."""
     with tempfile.TemporaryDirectory() as cache:
+        subprocess.run([sys.executable, "-c", "from causal_conv1d import _lib; _lib.library().report()"],
+                       env=dict(os.environ, CAUSAL_CONV1D_CACHE_DIR=cache), check=True, timeout=300)
+        path = os.path.join(cache, FACTS)
+        return open(path, "rb").read() if os.path.exists(path) else b""
+
+
+def measure(device: str, dtype: str, layout: str, backward: bool, tier: str, facts: bytes) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        if facts:
+            fd = os.open(os.path.join(cache, FACTS), os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, facts)
+            os.close(fd)
         env = dict(os.environ, CAUSAL_CONV1D_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1", CAUSAL_CONV1D_PTX_TIER=tier)
         r = subprocess.run([sys.executable, __file__, "--child", device, dtype, layout, str(int(backward))],
                            env=env, capture_output=True, text=True, timeout=300)
@@ -74,10 +92,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
+    facts = facts_of(args.device)
+    print(f"NVRTC facts kept between processes: {'yes' if facts else 'none (no GPU found)'}\n")
     print("| configuration | first call, shipped PTX ms | first call, NVRTC ms | kernels (shipped PTX) | kernels (NVRTC) |")
     print("|---|---|---|---|---|")
     for name, dtype, layout, backward in CONFIGS:
-        tier, nvrtc = (measure(args.device, dtype, layout, backward, t) for t in ("1", "0"))
+        tier, nvrtc = (measure(args.device, dtype, layout, backward, t, facts) for t in ("1", "0"))
         print(f"| {name} | {tier['ms']:.1f} | {nvrtc['ms']:.1f} | {kernels(tier)} | {kernels(nvrtc)} |")
 
 

@@ -237,13 +237,15 @@ std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg, std::ve
       c.facts.path = is_name ? file : path;
       c.facts.origin = origin;
     } else {
+      // A soname already loaded resolves to that library, not where the loader's search leads.
+      const bool searched = is_name && memo != nullptr && DynLib::open_loaded(path) == nullptr;
       c = probe_nvrtc(path, origin);
       if (is_name && c.facts.load_error.compare(0, 13, "dlopen failed") == 0) {
         if (not_found != nullptr) not_found->push_back(path + ": " + c.facts.load_error);
         return;  // the loader has no such library: not a candidate
       }
       if (memo != nullptr && c.lib != nullptr) {
-        if (is_name) memo->remember_resolution(path, real_path(c.facts.path));
+        if (searched) memo->remember_resolution(path, real_path(c.facts.path));
         memo->remember(real_path(c.facts.path), c.facts);
       }
       // A soname resolved by the loader: skip it if that file was already a candidate.
