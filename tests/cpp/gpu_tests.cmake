@@ -66,8 +66,9 @@ foreach(t test_nvrtc_discovery test_nvrtc_memo)
   target_compile_definitions(${t} PRIVATE CC1D_FAKE_TREE="${CC1D_FAKE_TREE}")
   add_dependencies(${t} ${CC1D_FAKE_TARGETS})
 endforeach()
-# The loader finds the tree's libnvrtc.so.42 by soname through the executable's RUNPATH.
-set_target_properties(test_nvrtc_memo PROPERTIES BUILD_RPATH ${CC1D_FAKE_TREE}/sonamed)
+# The loader finds the tree's libnvrtc.so.42 by soname through LD_LIBRARY_PATH (not a RUNPATH:
+# under ASan, dlopen's caller is the sanitizer's interceptor, whose RUNPATH is not the test's).
+set_tests_properties(test_nvrtc_memo PROPERTIES ENVIRONMENT LD_LIBRARY_PATH=${CC1D_FAKE_TREE}/sonamed)
 
 # Ownership (chown) and full/read-only file systems (a tmpfs in a private mount namespace):
 # root only. Own main(): exits 77 (skipped) without root, or without the right to mount.

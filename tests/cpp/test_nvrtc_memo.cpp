@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -167,7 +168,10 @@ TEST_CASE("without a memo directory nothing is kept, and every library is loaded
 }
 
 TEST_CASE("a soname's resolution by the loader is remembered with the file's facts") {
-  // The loader finds libnvrtc.so.42 through this executable's RUNPATH (gpu_tests.cmake).
+  // The loader finds libnvrtc.so.42 through LD_LIBRARY_PATH, which ctest sets (gpu_tests.cmake).
+  const char* ld = std::getenv("LD_LIBRARY_PATH");
+  REQUIRE_MESSAGE((ld != nullptr && has(ld, kTree + "/sonamed")), "run under ctest: LD_LIBRARY_PATH must hold "
+                                                                  << kTree << "/sonamed");
   const std::string file = std::filesystem::canonical(kTree + "/sonamed/libnvrtc.so.42").string();
   NvrtcSearchConfig s;
   s.sonames = {"libnvrtc.so.42"};

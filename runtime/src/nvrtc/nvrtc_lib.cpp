@@ -230,15 +230,15 @@ std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg, std::ve
   auto consider = [&](const std::string& path, const std::string& origin, bool loaded) {
     const bool is_name = path.find('/') == std::string::npos;
     if (!seen.insert(is_name ? path : real_path(path)).second) return;
+    // A soname already loaded resolves to that library, not where the loader's search leads.
+    const bool searched = is_name && memo != nullptr && DynLib::open_loaded(path) == nullptr;
     NvrtcCandidate c;
     std::string file = is_name ? "" : real_path(path);
-    if (memo != nullptr && is_name && memo->resolved(path, &file) && !seen.insert(file).second) return;
+    if (searched && memo->resolved(path, &file) && !seen.insert(file).second) return;
     if (memo != nullptr && !loaded && !file.empty() && memo->facts(file, &c.facts)) {
       c.facts.path = is_name ? file : path;
       c.facts.origin = origin;
     } else {
-      // A soname already loaded resolves to that library, not where the loader's search leads.
-      const bool searched = is_name && memo != nullptr && DynLib::open_loaded(path) == nullptr;
       c = probe_nvrtc(path, origin);
       if (is_name && c.facts.load_error.compare(0, 13, "dlopen failed") == 0) {
         if (not_found != nullptr) not_found->push_back(path + ": " + c.facts.load_error);

@@ -138,7 +138,10 @@ void NvrtcMemo::remember(const std::string& path, const NvrtcFacts& facts) {
 }
 
 bool NvrtcMemo::resolved(const std::string& soname, std::string* path) {
-  return lookup("S\t" + soname + "\t" + loader_context(), path) && access(path->c_str(), F_OK) == 0;
+  std::string file;
+  if (!lookup("S\t" + soname + "\t" + loader_context(), &file) || access(file.c_str(), F_OK) != 0) return false;
+  *path = file;
+  return true;
 }
 
 void NvrtcMemo::remember_resolution(const std::string& soname, const std::string& path) {
