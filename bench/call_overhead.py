@@ -4,7 +4,8 @@ and beside it vLLM's of width-1 and a ring buffer), beside the same calls with t
 arguments packed in Python instead of by libcc1d_pyargs, through upstream's other entry points
 (cpp_functions, causal_conv1d_cuda), the C ABI call alone (the same packed arguments, straight to
 libcc1d) and the path through the torch operator; and a training step's calls (the forward with
-gradients and its backward, beside torch's own cost of one autograd node).
+gradients and its backward, beside torch's own cost of one autograd node); last, `import
+causal_conv1d` in fresh interpreters beside `import torch`.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/call_overhead.py [--device cpu|cuda] [--quick]
@@ -18,6 +19,8 @@ still runs (tests/python/test_bench_smoke.py), not a figure.
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -162,6 +165,31 @@ def main():
     print("|---|---|---|")
     for what, (med, lo) in rows:
         print(f"| {what} | {med:.1f} | {lo:.1f} |")
+    import_times(1 if args.quick else 7)
+
+
+IMPORTS = """
+import sys, time
+t0 = time.perf_counter(); import torch
+t1 = time.perf_counter(); import causal_conv1d
+t2 = time.perf_counter()
+print((t1 - t0) * 1e3, (t2 - t1) * 1e3, int("torch._dynamo" in sys.modules))
+"""
+
+
+def import_times(runs):
+    """A process's cost before its first call: `import causal_conv1d` after torch, in fresh
+    interpreters, beside `import torch` itself."""
+    torch_ms, ours_ms, dynamo = [], [], 0
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, check=True)
+        t, o, d = out.stdout.split()
+        torch_ms.append(float(t)), ours_ms.append(float(o))
+        dynamo = int(d)
+    print(f"\n| import, {runs} fresh interpreters | median ms | min ms |\n|---|---|---|")
+    print(f"| import torch (the yardstick) | {statistics.median(torch_ms):.0f} | {min(torch_ms):.0f} |")
+    print(f"| import causal_conv1d, after torch{' (imported torch._dynamo)' if dynamo else ''} | "
+          f"{statistics.median(ours_ms):.1f} | {min(ours_ms):.1f} |")
 
 
 if __name__ == "__main__":

@@ -233,11 +233,16 @@ def _fake(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx_out,
 bwd = _ops.register("bwd", SCHEMA, bwd_impl, _fake, mutates=("dx_out",))
 
 
-# A constant of the trace under torch.compile: TorchDynamo before torch 2.4 cannot read os.environ.
-@torch.compiler.assume_constant_result
 def _env_turns_deterministic_off() -> bool:
     value = os.environ.get("CAUSAL_CONV1D_DETERMINISTIC", "").strip().lower()
     return bool(value) and value in _diag.FALSE_WORDS
+
+
+# TorchDynamo before torch 2.4 (which added torch.library.custom_op) cannot read os.environ: there
+# the value is a constant of the trace. Only there: the decorator imports torch._dynamo, which
+# took 1.1 s of `import causal_conv1d` under torch 2.15.
+if not hasattr(torch.library, "custom_op"):
+    _env_turns_deterministic_off = torch.compiler.assume_constant_result(_env_turns_deterministic_off)
 
 
 def deterministic_requested() -> bool:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import causal_conv1d
 
@@ -131,3 +132,23 @@ def test_torch_site_packages_is_an_nvrtc_search_root(lib):
 
     site = str(Path(torch.__file__).resolve().parent.parent)
     assert site in os.environ.get("CAUSAL_CONV1D_NVRTC_SEARCH_PATH", "").split(":")
+
+
+# What importing the package drags in: torch._dynamo (with sympy) took 1.1 s of `import
+# causal_conv1d` under torch 2.15, for a decorator that only torch before 2.4 needs (_op_bwd.py).
+IMPORTS = r"""
+import json, sys
+import torch
+before = set(sys.modules)
+import causal_conv1d, causal_conv1d.causal_conv1d_interface, causal_conv1d.causal_conv1d_varlen, causal_conv1d_cuda
+print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith("torch"))))
+"""
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "custom_op"), reason="torch before 2.4 needs torch._dynamo's "
+                    "assume_constant_result to read CAUSAL_CONV1D_DETERMINISTIC under torch.compile")
+def test_import_leaves_torch_compile_unloaded():
+    r = _run(IMPORTS, _env())
+    assert r.returncode == 0, r.stderr
+    added = json.loads(r.stdout.strip().splitlines()[-1])
+    assert not [m for m in added if m.startswith(("torch._dynamo", "torch._inductor"))], added
