@@ -155,7 +155,8 @@ cc1d_backend_test(future_sm_ptx "future SM gets PTX" COMPILES ENV ${_fake} CC1D_
 cc1d_backend_test(old_sm "SM below every NVRTC" COMPILES ENV ${_fake} CC1D_FAKE_DEVICES=30)
 cc1d_backend_test(old_driver "driver older than NVRTC" ENV ${_fake} CC1D_FAKE_DRIVER_VERSION=11040)
 cc1d_backend_test(launch_error "launch error" COMPILES ENV ${_fake} CC1D_FAKE_LAUNCH_RESULT=719)
-cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} PROPS FIXTURES_SETUP nvrtc_disk_cache)
+cc1d_backend_test(cache_cold "disk cache cold" COMPILES ENV ${_fake} CC1D_TEST_FRESH_CACHE=1
+                  PROPS FIXTURES_SETUP nvrtc_disk_cache)
 cc1d_backend_test(cache_warm "disk cache warm" COMPILES ENV ${_fake} PROPS FIXTURES_REQUIRED nvrtc_disk_cache)
 set_tests_properties(nvrtc_backend.cache_warm PROPERTIES ENVIRONMENT
   "CAUSAL_CONV1D_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/cache_cold;CC1D_TEST_FAKE_DRIVER=${CC1D_FAKE_DRIVER_PATH};${_fake};CC1D_TEST_NEEDS_NVRTC=1;CAUSAL_CONV1D_PTX_TIER=0")
@@ -174,7 +175,7 @@ set_tests_properties(nvrtc_backend.cache_other_op PROPERTIES FIXTURES_REQUIRED "
 if(TARGET cc1d_ptx_pack)
   set(_tier ${_fake} CAUSAL_CONV1D_PTX_TIER=1)
   cc1d_backend_test(ptx_tier "shipped PTX tier serves a first call" COMPILES ENV ${_tier} "CC1D_FAKE_DEVICES=90,86"
-                    PROPS FIXTURES_SETUP ptx_tier_cache)
+                    CC1D_TEST_FRESH_CACHE=1 PROPS FIXTURES_SETUP ptx_tier_cache)
   cc1d_backend_test(ptx_tier_warm "shipped PTX tier from the disk cache" ENV ${_tier}
                     PROPS FIXTURES_REQUIRED ptx_tier_cache)
   set_tests_properties(nvrtc_backend.ptx_tier_warm PROPERTIES ENVIRONMENT

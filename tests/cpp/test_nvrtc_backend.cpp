@@ -227,7 +227,13 @@ TEST_CASE("launch error") {
 
 // Scenarios that compile (CC1D_TEST_NEEDS_NVRTC=1) exit 77 (ctest: skipped) when the library
 // finds no usable NVRTC at all; the report is exactly what the backend itself discovered.
+// CC1D_TEST_FRESH_CACHE=1 (a scenario whose directory later ones use): the cache directory is
+// emptied before the library probes, so what they find there, NVRTC's facts included, is this
+// run's and not an earlier build's.
 int main(int argc, char** argv) {
+  const char* fresh = std::getenv("CC1D_TEST_FRESH_CACHE");
+  const char* dir = std::getenv("CAUSAL_CONV1D_CACHE_DIR");
+  if (fresh != nullptr && std::string(fresh) == "1" && dir != nullptr) std::filesystem::remove_all(dir);
   const char* needs = std::getenv("CC1D_TEST_NEEDS_NVRTC");
   std::string rep(1 << 20, '\0');
   size_t n = 0;

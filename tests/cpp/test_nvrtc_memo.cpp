@@ -196,3 +196,29 @@ TEST_CASE("a soname's resolution by the loader is remembered with the file's fac
   CHECK_FALSE(cands[0].lib);
   CHECK_FALSE(mapped(file));
 }
+
+TEST_CASE("a soname that names a candidate found by path does not load it") {
+  // The loader's answer for libnvrtc.so.42 is the file the toolkit directory gave first: the cold
+  // process's dlopen(soname) returned that library, loaded by its own discovery.
+  const std::string file = std::filesystem::canonical(kTree + "/sonamed/libnvrtc.so.42").string();
+  NvrtcSearchConfig s;
+  s.toolkit_dirs = {{"test", kTree + "/sonamed"}};
+  s.sonames = {"libnvrtc.so.42"};
+  const std::string dir = fresh_dir("cache");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    NvrtcMemo memo(dir);
+    const auto c = discover_nvrtc(s, nullptr, &memo);
+    _exit(c.size() == 1 && c[0].lib ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  REQUIRE_FALSE(mapped(file));
+  NvrtcMemo m(dir);
+  const auto cands = discover_nvrtc(s, nullptr, &m);
+  REQUIRE(cands.size() == 1);
+  CHECK(cands[0].facts.origin == "test");
+  CHECK_FALSE(cands[0].lib);
+  CHECK_FALSE(mapped(file));
+}

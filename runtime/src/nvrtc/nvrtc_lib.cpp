@@ -227,11 +227,16 @@ std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg, std::ve
                                            NvrtcMemo* memo) {
   std::vector<NvrtcCandidate> out;
   std::set<std::string> seen;  // real paths
+  // dlopen(soname) gives a library of that soname already in the process. One this discovery
+  // loaded is where a process without the memo would land too, so its resolution is remembered;
+  // one loaded before (torch's) depends on the process, so it is not.
+  std::set<std::string> loaded_before;
+  for (const auto& soname : cfg.sonames)
+    if (memo != nullptr && DynLib::open_loaded(soname) != nullptr) loaded_before.insert(soname);
   auto consider = [&](const std::string& path, const std::string& origin, bool loaded) {
     const bool is_name = path.find('/') == std::string::npos;
     if (!seen.insert(is_name ? path : real_path(path)).second) return;
-    // A soname already loaded resolves to that library, not where the loader's search leads.
-    const bool searched = is_name && memo != nullptr && DynLib::open_loaded(path) == nullptr;
+    const bool searched = is_name && memo != nullptr && loaded_before.count(path) == 0;
     NvrtcCandidate c;
     std::string file = is_name ? "" : real_path(path);
     if (searched && memo->resolved(path, &file) && !seen.insert(file).second) return;
