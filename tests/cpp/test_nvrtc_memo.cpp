@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "cache_test_util.h"
@@ -28,6 +29,19 @@ bool has(const std::string& s, const std::string& frag) { return s.find(frag) !=
 
 bool mapped(const std::string& path) { return has(slurp("/proc/self/maps"), path); }
 
+// A discovery with the memo in `dir`, in a child process (this one keeps nothing loaded); true
+// when `ok` holds of what it found.
+bool discover_in_child(const NvrtcSearchConfig& search, const std::string& dir,
+                       const std::function<bool(const std::vector<NvrtcCandidate>&)>& ok) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    NvrtcMemo memo(dir);
+    _exit(ok(discover_nvrtc(search, nullptr, &memo)) ? 0 : 1);
+  }
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 // A fresh copy of two fake NVRTCs (13.0 and 12.4), so no earlier test has loaded them, and a
 // search of that directory alone.
 struct Copies {
@@ -44,16 +58,9 @@ struct Copies {
     return c;
   }
   std::string memo_file() const { return memo_dir + "/" + NvrtcMemo::kFileName; }
-  // A discovery in a child process (this one keeps nothing loaded); true when it found both.
+  // The first discovery, which loads both.
   bool discover_in_child() const {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      NvrtcMemo memo(memo_dir);
-      const auto c = discover_nvrtc(search(), nullptr, &memo);
-      _exit(c.size() == 2 && c[0].lib && c[1].lib ? 0 : 1);
-    }
-    int status = 0;
-    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return ::discover_in_child(search(), memo_dir, [](const auto& c) { return c.size() == 2 && c[0].lib && c[1].lib; });
   }
 };
 
@@ -176,15 +183,9 @@ TEST_CASE("a soname's resolution by the loader is remembered with the file's fac
   NvrtcSearchConfig s;
   s.sonames = {"libnvrtc.so.42"};
   const std::string dir = fresh_dir("cache");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    NvrtcMemo memo(dir);
-    const auto c = discover_nvrtc(s, nullptr, &memo);
-    _exit(c.size() == 1 && c[0].lib && c[0].facts.path == file ? 0 : 1);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  REQUIRE(discover_in_child(s, dir, [&](const auto& c) {
+    return c.size() == 1 && c[0].lib && c[0].facts.path == file;
+  }));
   CHECK(has(slurp(dir + "/" + NvrtcMemo::kFileName), "S\tlibnvrtc.so.42\t"));
   REQUIRE_FALSE(mapped(file));
   NvrtcMemo m(dir);
@@ -205,15 +206,7 @@ TEST_CASE("a soname that names a candidate found by path does not load it") {
   s.toolkit_dirs = {{"test", kTree + "/sonamed"}};
   s.sonames = {"libnvrtc.so.42"};
   const std::string dir = fresh_dir("cache");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    NvrtcMemo memo(dir);
-    const auto c = discover_nvrtc(s, nullptr, &memo);
-    _exit(c.size() == 1 && c[0].lib ? 0 : 1);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  REQUIRE(discover_in_child(s, dir, [](const auto& c) { return c.size() == 1 && c[0].lib; }));
   REQUIRE_FALSE(mapped(file));
   NvrtcMemo m(dir);
   const auto cands = discover_nvrtc(s, nullptr, &m);
