@@ -122,7 +122,7 @@
  *    file's identity (path, inode, size, mtime, ctime), and where the loader found each soname.
  *    A later process then chooses its NVRTC without loading it, and loads it only to compile: a
  *    process whose kernels all come from a cache or the shipped PTX tier never maps NVRTC (about
- *    100 MB; 4-6 ms warm, 30-85 ms from a cold page cache). Same trust rule as the entries; a
+ *    100 MB; 4-6 ms warm, 26-84 ms from a cold page cache). Same trust rule as the entries; a
  *    changed file is asked again; a library that answers otherwise than its facts when loaded
  *    fails that compile with CC1D_ERR_BACKEND_UNAVAILABLE (delete the file). Kept only with a
  *    local cache; cc1d_report's nvrtc_candidates say "loaded" for each.

@@ -3,15 +3,17 @@
 //
 // Why: discovery asks each candidate for its version and SMs, and the choice of NVRTC (and so
 // every cache key) depends on the answers. Asking means dlopen()ing a library of about 100 MB:
-// 4-6 ms with a warm page cache, 30-85 ms from a cold one, in every process, for nothing when no
+// 4-6 ms with a warm page cache, 26-84 ms from a cold one, in every process, for nothing when no
 // kernel is compiled. With the memo a candidate whose file is unchanged is not loaded until a
 // kernel has to be compiled with it.
 //
 // A file's facts are keyed by its real path and identity (device, inode, size, mtime and ctime
 // to the nanosecond): an edited or replaced file has a new identity, so the memo never answers for
 // a file it has not probed. A soname's resolution by the loader is keyed by what decides it: the
-// soname, LD_LIBRARY_PATH, /etc/ld.so.cache's identity, the executable and libcc1d. Only
-// libraries that loaded with every entry point are remembered; a failure is asked again.
+// soname, LD_LIBRARY_PATH, /etc/ld.so.cache's identity, the executable and libcc1d; not when a
+// library of that soname was in the process before discovery (torch's), since dlopen() then
+// returns it whatever the search would find. Only libraries that loaded with every entry point
+// are remembered; a failure is asked again.
 //
 // The memo is one small text file in the kernel cache's directory (CAUSAL_CONV1D_CACHE_DIR), under
 // the same trust rule (cache_fs.h), replaced atomically. With the cache off nothing is kept.

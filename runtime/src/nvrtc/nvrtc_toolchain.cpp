@@ -26,8 +26,8 @@ namespace cc1d {
 namespace {
 
 struct DeviceChoice {
-  NvrtcChoice choice;  // choice.index: the candidate of its NVRTC
-  std::string tier_refusal;         // "" when the shipped PTX tier serves the device
+  NvrtcChoice choice;        // choice.index: the candidate of its NVRTC
+  std::string tier_refusal;  // "" when the shipped PTX tier serves the device
   // The driver's refusal of the tier's PTX (under tier_mu_): the device's kernels then compile
   // with NVRTC.
   std::string tier_failure;
@@ -247,7 +247,7 @@ class NvrtcToolchain final : public Toolchain {
   void discover(bool memo = false) {
     std::call_once(discover_once_, [this, memo] {
       NvrtcMemo m(memo ? CacheConfig::default_dir() : "");
-      candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_, &m);
+      candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_, memo ? &m : nullptr);
     });
   }
   std::shared_ptr<NvrtcLib> nvrtc_of(const JitDevice& dev) {
