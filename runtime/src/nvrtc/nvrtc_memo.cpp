@@ -137,16 +137,21 @@ void NvrtcMemo::remember(const std::string& path, const NvrtcFacts& facts) {
   if (!id.empty() && plain(path) && facts.load_error.empty()) put("F\t" + path + "\t" + id, facts_value(facts));
 }
 
+const std::string& NvrtcMemo::context() {
+  if (context_.empty()) context_ = loader_context();
+  return context_;
+}
+
 bool NvrtcMemo::resolved(const std::string& soname, std::string* path) {
   std::string file;
-  if (!lookup("S\t" + soname + "\t" + loader_context(), &file) || access(file.c_str(), F_OK) != 0) return false;
+  if (!lookup("S\t" + soname + "\t" + context(), &file) || access(file.c_str(), F_OK) != 0) return false;
   *path = file;
   return true;
 }
 
 void NvrtcMemo::remember_resolution(const std::string& soname, const std::string& path) {
   if (plain(soname) && plain(path) && path.find('/') != std::string::npos)
-    put("S\t" + soname + "\t" + loader_context(), path);
+    put("S\t" + soname + "\t" + context(), path);
 }
 
 void NvrtcMemo::save() {

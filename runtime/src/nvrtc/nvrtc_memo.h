@@ -50,8 +50,9 @@ class NvrtcMemo {
 
  private:
   bool lookup(const std::string& key, std::string* value);
+  const std::string& context();  // loader_context(), made once
   void put(const std::string& key, const std::string& value);
-  std::string dir_, file_;
+  std::string dir_, file_, context_;
   bool read_ = false, dirty_ = false;
   std::map<std::string, std::string> entries_;  // key -> value: one line "key\tvalue" each
   std::set<std::string> used_;                  // keys looked up or remembered by this process
