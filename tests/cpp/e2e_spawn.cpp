@@ -68,8 +68,9 @@ Started start_child(const std::string& scenario, const Env& env) {
     // and UBSan still check every child; the in-process nvrtc_backend scenarios check the same
     // paths for leaks.
     const char* asan = std::getenv("ASAN_OPTIONS");
-    setenv("ASAN_OPTIONS", (std::string(asan != nullptr && *asan != '\0' ? asan : "") +
-                            (asan != nullptr && *asan != '\0' ? ":" : "") + "detect_leaks=0").c_str(), 1);
+    std::string opts = asan != nullptr ? asan : "";
+    if (!opts.empty()) opts += ':';
+    setenv("ASAN_OPTIONS", (opts + "detect_leaks=0").c_str(), 1);
     for (const auto& kv : env) kv.second.empty() ? unsetenv(kv.first.c_str()) : setenv(kv.first.c_str(), kv.second.c_str(), 1);
     dup2(ofd, 1);
     dup2(efd, 2);
