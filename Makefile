@@ -5,10 +5,14 @@ VENV ?= $(HOME)/.cache/causal-conv1d/venv
 export CC1D_VENV := $(VENV)
 NVRTC12 ?= $(HOME)/.cache/causal-conv1d/nvrtc12
 export CC1D_NVRTC12 := $(NVRTC12)
-# cc1d_torch builds against the venv's torch; the NVRTC tests also run with the NVRTC 12 wheel.
+NVRTC11 ?= $(HOME)/.cache/causal-conv1d/nvrtc11
+export CC1D_NVRTC11 := $(NVRTC11)
+# cc1d_torch builds against the venv's torch; the NVRTC tests also run with the NVRTC 12 and 11.8
+# wheels.
 # The shipped PTX tier of the test build holds NVRTC 12's PTX beside the newest's, so that the
 # tests choose between them by the driver's version.
 CMAKE_TEST_ARGS = -DCC1D_TORCH_PYTHON=$(VENV)/bin/python -DCC1D_NVRTC12=$(NVRTC12)/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 \
+  -DCC1D_NVRTC11=$(NVRTC11)/nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2 \
   "-DCC1D_PTX_TIER_NVRTC=newest;$(NVRTC12)/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"
 # Compiled objects are cached outside the clone by ccache (setup installs it; paths are made
 # relative to the clone), so a fresh clone on a machine that has built once rebuilds in a minute

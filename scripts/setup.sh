@@ -3,12 +3,14 @@
 # Idempotent and quiet when everything is present. Used by `make demo` and `make test`.
 #   CC1D_VENV    the virtual environment (default ~/.cache/causal-conv1d/venv, outside the clone
 #                so CI and later sessions reuse it)
-#   CC1D_NVRTC12 where the NVRTC 12 wheel goes (default ~/.cache/causal-conv1d/nvrtc12): the C++
-#                NVRTC tests also run with it
+#   CC1D_NVRTC12 where the NVRTC 12 wheel goes (default ~/.cache/causal-conv1d/nvrtc12), and
+#   CC1D_NVRTC11 the NVRTC 11.8 wheel (default ~/.cache/causal-conv1d/nvrtc11): the C++ NVRTC tests
+#                also run with each
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
 NVRTC12="${CC1D_NVRTC12:-$HOME/.cache/causal-conv1d/nvrtc12}"
+NVRTC11="${CC1D_NVRTC11:-$HOME/.cache/causal-conv1d/nvrtc11}"
 PY="${PYTHON:-python3}"
 
 # apt-get that waits for the Debian package lock instead of failing at once.
@@ -39,12 +41,16 @@ if ! "$VENV/bin/python" -c "import torch, numpy, pytest, scikit_build_core, tran
   "$VENV/bin/pip" install -q --disable-pip-version-check torch numpy pytest scikit-build-core transformers
 fi
 
-# 3. The NVRTC 12 of its pip wheel, beside the venv (not in it: torch brings its own NVRTC),
-#    for the C++ NVRTC tests that run with it (Makefile: CC1D_NVRTC12).
-if [ ! -e "$NVRTC12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
-  echo "setup: installing the NVRTC 12 wheel into $NVRTC12 (for the C++ NVRTC 12 tests)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$NVRTC12" nvidia-cuda-nvrtc-cu12
-fi
+# 3. The NVRTCs of two pip wheels, beside the venv (not in it: torch brings its own NVRTC), for the
+#    C++ NVRTC tests that run with each (Makefile: CC1D_NVRTC12, CC1D_NVRTC11): the newest CUDA 12,
+#    and 11.8, the NVRTC of torch's cu118 wheels (the oldest front end a supported torch brings).
+for wheel in "$NVRTC12:libnvrtc.so.12:nvidia-cuda-nvrtc-cu12" "$NVRTC11:libnvrtc.so.11.2:nvidia-cuda-nvrtc-cu11==11.8.89"; do
+  IFS=: read -r dir lib req <<<"$wheel"
+  if [ ! -e "$dir/nvidia/cuda_nvrtc/lib/$lib" ]; then
+    echo "setup: installing $req into $dir (for the C++ NVRTC tests)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$dir" "$req"
+  fi
+done
 
 # 4. The static SASS profile (bench/sass_profile.py, a ctest) disassembles cubins with NVIDIA's
 # cuobjdump and nvdisasm: small pip packages, no GPU or toolkit needed.

@@ -234,21 +234,31 @@ cc1d_self_test_scenario(fake_gpu "fake gpu" ${_fake})
 cc1d_self_test_scenario(unwritten "unwritten output fails" ${_fake} CC1D_FAKE_EXECUTE=0)
 cc1d_self_test_scenario(no_driver "no gpu backend" CAUSAL_CONV1D_CUDA_DRIVER=/nonexistent/libcuda.so.1)
 
-# ---- the same with the NVRTC 12 of its pip wheel (CC1D_NVRTC12, set by `make`: scripts/setup.sh
-# installs nvidia-cuda-nvrtc-cu12 beside the venv). A CUDA 12.8 driver makes every CUDA 13 NVRTC
-# ineligible, so the choice rules must pick it: compile, choice and the fake-driver end to end.
+# ---- the same with the NVRTC of a pip wheel, set by `make` (scripts/setup.sh installs them beside
+# the venv): CC1D_NVRTC12, the newest CUDA 12's (nvidia-cuda-nvrtc-cu12), and CC1D_NVRTC11, 11.8's
+# (nvidia-cuda-nvrtc-cu11), the NVRTC of torch's cu118 wheels and the oldest front end a supported
+# torch brings. A driver of that CUDA makes every newer NVRTC ineligible, so the choice rules must
+# pick it: compile (the test cases `cases`, one pattern each), choice, and the fake driver end to
+# end, whose cubins it compiles.
 set(CC1D_NVRTC12 "" CACHE FILEPATH "A libnvrtc.so.12 (the nvidia-cuda-nvrtc-cu12 wheel's) the NVRTC tests also run with")
-if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")
-  set(_nv12 CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC12} CC1D_TEST_NVRTC_MAJOR=12)
-  # PTX and the compile error here (seconds); cubins through the self-test below. The every-SM
-  # set takes minutes: run it by hand with the same environment and no --test-case.
-  add_test(NAME test_nvrtc_compile.nvrtc12 COMMAND test_nvrtc_compile "--test-case=PTX mode*,a syntax error*")
-  set_tests_properties(test_nvrtc_compile.nvrtc12 PROPERTIES LABELS "nvrtc;nvrtc12"
-    ENVIRONMENT "${_nv12};CC1D_TEST_DRIVER_VERSION=12080;CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn"
-    PASS_REGULAR_EXPRESSION "test cases: +2 \\| +2 passed \\| +0 failed")
-  cc1d_self_test_scenario(fake_gpu_nvrtc12 "fake gpu" ${_fake} ${_nv12} CC1D_FAKE_DRIVER_VERSION=12080)
-  set_tests_properties(self_test.fake_gpu_nvrtc12 PROPERTIES LABELS "nvrtc;nvrtc12")
-else()
-  message(STATUS "NVRTC 12 tests not registered: set CC1D_NVRTC12 to a libnvrtc.so.12 (pip install "
-                 "nvidia-cuda-nvrtc-cu12; `make cpp-test` does it)")
-endif()
+set(CC1D_NVRTC11 "" CACHE FILEPATH "A libnvrtc.so.11.2 (the nvidia-cuda-nvrtc-cu11 11.8 wheel's) the NVRTC tests also run with")
+function(cc1d_nvrtc_wheel_tests major lib driver cases)
+  if(NOT lib OR NOT EXISTS "${lib}")
+    message(STATUS "NVRTC ${major} tests not registered: set CC1D_NVRTC${major} to its libnvrtc (scripts/setup.sh "
+                   "installs it)")
+    return()
+  endif()
+  set(env CAUSAL_CONV1D_NVRTC=${lib} CC1D_TEST_NVRTC_MAJOR=${major})
+  string(REPLACE "," ";" patterns "${cases}")
+  list(LENGTH patterns n)
+  add_test(NAME test_nvrtc_compile.nvrtc${major} COMMAND test_nvrtc_compile "--test-case=${cases}")
+  set_tests_properties(test_nvrtc_compile.nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major}"
+    ENVIRONMENT "${env};CC1D_TEST_DRIVER_VERSION=${driver};CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn"
+    PASS_REGULAR_EXPRESSION "test cases: +${n} \\| +${n} passed \\| +0 failed")
+  cc1d_self_test_scenario(fake_gpu_nvrtc${major} "fake gpu" ${_fake} ${env} CC1D_FAKE_DRIVER_VERSION=${driver})
+  set_tests_properties(self_test.fake_gpu_nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major}")
+endfunction()
+# NVRTC 12: PTX and the compile error (seconds); its every-SM set takes minutes: run it by hand with
+# the same environment and no --test-case. NVRTC 11.8's every-SM set takes 20 s on two cores.
+cc1d_nvrtc_wheel_tests(12 "${CC1D_NVRTC12}" 12080 "PTX mode*,a syntax error*")
+cc1d_nvrtc_wheel_tests(11 "${CC1D_NVRTC11}" 11080 "a representative set*,PTX mode*,a syntax error*")
