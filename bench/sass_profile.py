@@ -86,17 +86,31 @@ LABEL_RE = re.compile(r"^(\.L_x_\d+):")
 BRA_RE = re.compile(r"\bBRA(?:\.[A-Z.]+)?\s+(?:!?U?P\w+\s*,\s*)?`?\(?(\.L_x_\d+)\)?")
 
 
-def res_usage(cuobjdump, cubin):
-    m = RES_RE.search(run([cuobjdump, "-res-usage", cubin]))
+def res_usage(cuobjdump, cubin, function=None):
+    """Registers, stack, shared and local bytes of the cubin's kernel (or of `function`, a mangled
+    name, in a cubin of several)."""
+    out = run([cuobjdump, "-res-usage", cubin])
+    m = (RES_RE.search(out) if function is None
+         else re.search(r"Function " + re.escape(function) + r":\s*\n[^\n]*?" + RES_RE.pattern, out))
     if not m:
-        raise SystemExit(f"sass_profile: no resource usage in the cuobjdump output for {cubin}")
+        raise SystemExit(f"sass_profile: no resource usage in the cuobjdump output for {function or cubin}")
     return dict(zip(("regs", "stack", "shared", "local"), map(int, m.groups())))
 
 
-def disassemble(nvdisasm, cubin):
-    """[(address, opcode text)], {label: address} of the kernel's text section."""
+def symbol_index(cubin, function):
+    """The ELF symbol index of `function`, which nvdisasm -fun takes."""
+    for line in run(["readelf", "-sW", cubin]).splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[-1] == function:
+            return f[0].rstrip(":")
+    raise SystemExit(f"sass_profile: no symbol {function} in {cubin}")
+
+
+def disassemble(nvdisasm, cubin, function=None):
+    """[(address, opcode text)], {label: address} of the kernel's text section (or `function`'s)."""
     insns, labels, pending = [], {}, []
-    for line in run([nvdisasm, "-c", cubin]).splitlines():
+    only = ["-fun", symbol_index(cubin, function)] if function else []
+    for line in run([nvdisasm, "-c"] + only + [cubin]).splitlines():
         lm = LABEL_RE.match(line.strip())
         if lm:
             pending.append(lm.group(1))
@@ -144,10 +158,10 @@ def loops(insns, labels):
     return out
 
 
-def profile(cubin, arch, threads, dynamic_smem, elem_bytes, tools):
-    res = res_usage(tools["cuobjdump"], cubin)
+def profile(cubin, arch, threads, dynamic_smem, elem_bytes, tools, function=None):
+    res = res_usage(tools["cuobjdump"], cubin, function)
     res["shared"] += dynamic_smem  # a launch's dynamic shared memory counts like the static
-    insns, labels = disassemble(tools["nvdisasm"], cubin)
+    insns, labels = disassemble(tools["nvdisasm"], cubin, function)
     # The trailing self-branch and padding after the last EXIT are not code.
     body = [(a, t) for a, t in insns if opcode(t) != "NOP"]
     while body and opcode(body[-1][1]) == "BRA" and BRA_RE.search(body[-1][1]):
