@@ -2,7 +2,7 @@
 // variants compiled several to one program, and what the disk cache saves: the time to load a
 // kernel back from a cache entry.
 //
-//   bench_compile [--all | --smoke] [--arch N] [--threads N]
+//   bench_compile [--all | --smoke] [--arch N] [--threads N] [--driver V]
 // Default: every forward path with each x dtype (weight of x's dtype), the update kernel, the
 // backward's main kernel per layout, its finalize and zeroing kernels, at width 4 (49 variants),
 // sm_90, 1 thread, then one backward call's kernels in one program. --all compiles every variant
@@ -10,7 +10,8 @@
 // are the compiling thread's CPU time (what a cold first call costs on an idle core; wall time on
 // a busy machine would measure the other processes too), with wall time beside. Prints one line
 // per variant and a summary (min/median/max), and what the shipped PTX tier's lookup and
-// decompression cost for the variants it holds.
+// decompression cost for the variants it holds. --driver V (e.g. 12090): the NVRTC that a driver of
+// that CUDA version would get (with CAUSAL_CONV1D_NVRTC, an older CUDA's NVRTC; default: the newest).
 #include <time.h>
 #include <unistd.h>
 
@@ -58,14 +59,15 @@ void summary(const char* what, std::vector<double> v) {
 
 int main(int argc, char** argv) {
   bool all = false, smoke = false;
-  int arch = 90, threads = 1;
+  int arch = 90, threads = 1, driver = 99000;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--all")) all = true;
     else if (!std::strcmp(argv[i], "--smoke")) smoke = true;
     else if (!std::strcmp(argv[i], "--arch") && i + 1 < argc) arch = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--driver") && i + 1 < argc) driver = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--all | --smoke] [--arch N] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--all | --smoke] [--arch N] [--threads N] [--driver V]\n", argv[0]);
       return 2;
     }
   }
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   const auto cands = discover_nvrtc(default_nvrtc_search());
   std::vector<NvrtcFacts> facts;
   for (const auto& c : cands) facts.push_back(c.facts);
-  const NvrtcChoice ch = choose_nvrtc(facts, 99000, arch, 0);
+  const NvrtcChoice ch = choose_nvrtc(facts, driver, arch, 0);
   if (!ch.ok) return exit_without_nvrtc("bench_compile", ("no NVRTC for sm_" + std::to_string(arch) + ": " + ch.reason).c_str());
   const NvrtcLib& nvrtc = *cands[ch.index].lib;
   std::printf("NVRTC %s at %s (discovery and load of %zu candidate(s): %.1f ms), sm_%d, %d thread(s), %ld cores\n",
