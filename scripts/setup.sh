@@ -44,7 +44,8 @@ fi
 # 3. The NVRTCs of two pip wheels, beside the venv (not in it: torch brings its own NVRTC), for the
 #    C++ NVRTC tests that run with each (Makefile: CC1D_NVRTC12, CC1D_NVRTC11): the newest CUDA 12,
 #    and 11.8, the NVRTC of torch's cu118 wheels (the oldest front end a supported torch brings).
-for wheel in "$NVRTC12:libnvrtc.so.12:nvidia-cuda-nvrtc-cu12" "$NVRTC11:libnvrtc.so.11.2:nvidia-cuda-nvrtc-cu11==11.8.89"; do
+for wheel in "$NVRTC12:libnvrtc.so.12:nvidia-cuda-nvrtc-cu12" \
+             "$NVRTC11:libnvrtc.so.11.2:nvidia-cuda-nvrtc-cu11==11.8.89"; do
   IFS=: read -r dir lib req <<<"$wheel"
   if [ ! -e "$dir/nvidia/cuda_nvrtc/lib/$lib" ]; then
     echo "setup: installing $req into $dir (for the C++ NVRTC tests)"

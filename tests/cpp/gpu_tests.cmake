@@ -240,8 +240,10 @@ cc1d_self_test_scenario(no_driver "no gpu backend" CAUSAL_CONV1D_CUDA_DRIVER=/no
 # torch brings. A driver of that CUDA makes every newer NVRTC ineligible, so the choice rules must
 # pick it: compile (the test cases `cases`, one pattern each), choice, and the fake driver end to
 # end, whose cubins it compiles.
-set(CC1D_NVRTC12 "" CACHE FILEPATH "A libnvrtc.so.12 (the nvidia-cuda-nvrtc-cu12 wheel's) the NVRTC tests also run with")
-set(CC1D_NVRTC11 "" CACHE FILEPATH "A libnvrtc.so.11.2 (the nvidia-cuda-nvrtc-cu11 11.8 wheel's) the NVRTC tests also run with")
+set(CC1D_NVRTC12 "" CACHE FILEPATH
+    "A libnvrtc.so.12 (the nvidia-cuda-nvrtc-cu12 wheel's) the NVRTC tests also run with")
+set(CC1D_NVRTC11 "" CACHE FILEPATH
+    "A libnvrtc.so.11.2 (the nvidia-cuda-nvrtc-cu11 11.8 wheel's) the NVRTC tests also run with")
 function(cc1d_nvrtc_wheel_tests major lib driver cases)
   if(NOT lib OR NOT EXISTS "${lib}")
     message(STATUS "NVRTC ${major} tests not registered: set CC1D_NVRTC${major} to its libnvrtc (scripts/setup.sh "
