@@ -7,10 +7,10 @@ the steady-state loop's instructions per output).
         [--file causal_conv1d_bwd.cu] [--arch 90] [--match REGEX] [--cubin saved.cubin]
 
 The .cu includes ATen headers: the include paths come from the torch of this interpreter (the
-project's venv). Compiling the backward's file takes about 4 minutes on one core (every dtype,
+project's venv). Compiling either file takes about 4 minutes on one core (every dtype,
 width and flag of upstream's switches); --cubin keeps the result, and reads it back when it
-exists. --match selects kernels by their demangled name (default: width 4, vector loads, silu,
-bf16 and fp32, no seq_idx). Upstream's kernels take 128 threads a block.
+exists. --match selects kernels by their demangled name (default: width 4, vector loads,
+bf16 and fp32, no seq_idx; the backward's with silu). Upstream's kernels take 128 threads a block.
 """
 import argparse
 import os
@@ -27,12 +27,16 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_
               "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
               "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
               "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math"]
-# Width 4, silu, vector loads; bf16 and fp32 (x and weight alike); no seq_idx or dfinal_states,
-# atomics (not deterministic): the channel-first traits <threads, width, silu, vec load, x, w>,
-# the channel-last <threads, width, chunk L, silu, vec load, x, w> with <seq_idx, dfinal, det>.
-DEFAULT_MATCH = (r"(traits<128, 4, true, true, (c10::BFloat16, c10::BFloat16|float, float)>, false>"
-                 r"|traits<128, 4, 128, true, true, (c10::BFloat16, c10::BFloat16|float, float)>, "
-                 r"false, false, false>)")
+# Width 4, vector loads, bf16 and fp32 (x and weight alike), no seq_idx: the forward's traits
+# <threads, width, vec load, x, w> (channel-first) and <threads, width, chunk L, vec load, x, w>
+# with <seq_idx> (channel-last; its silu is a run-time flag); the backward's, silu compiled in,
+# <threads, width, silu, vec load, x, w> with <deterministic>, and <threads, width, chunk L, silu,
+# vec load, x, w> with <seq_idx, dfinal_states, deterministic>.
+DT = r"(c10::BFloat16, c10::BFloat16|float, float)"
+DEFAULT_MATCH = "|".join([rf"fwd_kernel_traits<128, 4, true, {DT}> >",
+                          rf"fwd_kernel_traits<128, 4, 64, true, {DT}>, false>",
+                          rf"bwd_kernel_traits<128, 4, true, true, {DT}>, false>",
+                          rf"bwd_kernel_traits<128, 4, 128, true, true, {DT}>, false, false, false>"])
 
 
 def compile_cu(nvcc, src, arch, out):
@@ -50,9 +54,10 @@ def kernels(cubin):
 
 
 def label_of(demangled):
+    op = "fwd" if "_fwd_kernel" in demangled else "bwd"
     kind = "channel-last" if "channellast" in demangled else "channel-first"
     dtype = "bf16" if "BFloat16" in demangled else "fp16" if "Half" in demangled else "fp32"
-    return f"upstream {kind} {dtype}"
+    return f"upstream {op} {kind} {dtype}"
 
 
 def main():
