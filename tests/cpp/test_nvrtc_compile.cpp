@@ -1,8 +1,9 @@
 // The real NVRTC on this machine compiles the real kernels: every variant of every op for sm_90
-// (the "all variants" case, ctest test_nvrtc_compile_all, label slow), and a representative set
-// (every path, the vector paths with every x dtype and widths 1 and 8) for every SM that NVRTC reports (the fast
-// test_nvrtc_compile), each cubin's ELF header naming the SM it was built for. Variants are
-// compiled several to a program, as NVRTC allows (one front-end pass). Also PTX mode.
+// (the "all variants" case, ctest test_nvrtc_compile_all, label slow); a representative set
+// (every path, the vector paths with every x dtype and widths 1 and 8) for every SM that NVRTC
+// reports, and the backward's layouts for its lowest SM and sm_80 (the fast test_nvrtc_compile),
+// each cubin's ELF header naming the SM it was built for. Variants are compiled several to a
+// program, as NVRTC allows (one front-end pass). Also PTX mode.
 // When no NVRTC exists at all, main() says so and exits 77, which ctest reports as skipped
 // (CC1D_REQUIRE_NVRTC=1 turns that into a failure).
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -26,7 +27,9 @@
 #include "nvrtc/nvrtc_compile.h"
 #include "nvrtc/cubin_elf.h"
 #include "core/error.h"
+#include "kernels_src/bwd_params.h"
 #include "kernels_src/fwd_params.h"
+#include "ops/bwd/bwd_kernels.h"
 #include "ops/fwd/fwd_op.h"
 #include "ops/update/update_kernels.h"
 #include "ops/varlen/varlen_kernels.h"
@@ -170,6 +173,30 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
   const auto out = compile_all(jobs, 2, &wall);
   check_cubins(jobs, out);
   print_timing("representative set, every SM", jobs, wall, out);
+}
+
+// The backward's kernels are the largest, and their cp.async copies and hardware conversions
+// exist from sm_80 on only: below it they take other code, which the all-variants case (sm_90)
+// never compiles. Every layout (bf16, width 4, and two other dtype pairs and widths on the vector
+// paths) for the lowest SM the NVRTC supports and for sm_80, a program per SM.
+TEST_CASE("the backward's layouts compile for the lowest SM and for sm_80") {
+  REQUIRE(have_nvrtc());
+  std::vector<std::string> names;
+  for (int layout = 0; layout < kBwdNumLayouts; ++layout)
+    names.push_back(bwd_kernel_name(CC1D_BFLOAT16, CC1D_BFLOAT16, 4, layout));
+  names.push_back(bwd_kernel_name(CC1D_FLOAT32, CC1D_FLOAT16, 3, kBwdLayoutTimeVec));
+  names.push_back(bwd_kernel_name(CC1D_FLOAT16, CC1D_FLOAT32, 2, kBwdLayoutChannelVec));
+  names.push_back(bwd_finalize_kernel_name(CC1D_BFLOAT16));
+  names.push_back(kBwdZeroKernel);
+  const std::vector<int>& archs = find_nvrtc()->facts.archs;
+  REQUIRE_FALSE(archs.empty());
+  std::vector<Job> jobs = programs(names, archs.front(), names.size());
+  if (archs.front() < 80)
+    for (const Job& j : programs(names, 80, names.size())) jobs.push_back(j);
+  double wall = 0;
+  const auto out = compile_all(jobs, 2, &wall);
+  check_cubins(jobs, out);
+  print_timing("the backward, lowest SM and sm_80", jobs, wall, out);
 }
 
 TEST_CASE("PTX mode: compute_XY text with the target and the entry point") {
