@@ -1,7 +1,7 @@
 // The real NVRTC on this machine compiles the real kernels: every variant of every op for sm_90
 // (the "all variants" case, ctest test_nvrtc_compile_all, label slow); a representative set
 // (every path, the vector paths with every x dtype and widths 1 and 8) for every SM that NVRTC
-// reports, and the backward's layouts for its lowest SM and sm_80 (the fast test_nvrtc_compile),
+// reports, and the backward's layouts for its lowest SM, sm_80 and its newest (the fast test_nvrtc_compile),
 // each cubin's ELF header naming the SM it was built for. Variants are compiled several to a
 // program, as NVRTC allows (one front-end pass). Also PTX mode.
 // When no NVRTC exists at all, main() says so and exits 77, which ctest reports as skipped
@@ -178,8 +178,8 @@ TEST_CASE("a representative set compiles for every SM the NVRTC supports") {
 // The backward's kernels are the largest, and their cp.async copies and hardware conversions
 // exist from sm_80 on only: below it they take other code, which the all-variants case (sm_90)
 // never compiles. Every layout (bf16, width 4, and two other dtype pairs and widths on the vector
-// paths) for the lowest SM the NVRTC supports and for sm_80, a program per SM.
-TEST_CASE("the backward's layouts compile for the lowest SM and for sm_80") {
+// paths) for the lowest SM the NVRTC supports, sm_80 and its newest SM, a program per SM.
+TEST_CASE("the backward's layouts compile for the lowest SM, sm_80 and the newest") {
   REQUIRE(have_nvrtc());
   std::vector<std::string> names;
   for (int layout = 0; layout < kBwdNumLayouts; ++layout)
@@ -190,13 +190,15 @@ TEST_CASE("the backward's layouts compile for the lowest SM and for sm_80") {
   names.push_back(kBwdZeroKernel);
   const std::vector<int>& archs = find_nvrtc()->facts.archs;
   REQUIRE_FALSE(archs.empty());
-  std::vector<Job> jobs = programs(names, archs.front(), names.size());
-  if (archs.front() < 80)
-    for (const Job& j : programs(names, 80, names.size())) jobs.push_back(j);
+  std::set<int> targets = {archs.front(), archs.back()};
+  if (archs.front() < 80) targets.insert(80);
+  std::vector<Job> jobs;
+  for (int arch : targets)
+    for (const Job& j : programs(names, arch, names.size())) jobs.push_back(j);
   double wall = 0;
   const auto out = compile_all(jobs, 2, &wall);
   check_cubins(jobs, out);
-  print_timing("the backward, lowest SM and sm_80", jobs, wall, out);
+  print_timing("the backward, lowest SM, sm_80 and newest", jobs, wall, out);
 }
 
 TEST_CASE("PTX mode: compute_XY text with the target and the entry point") {
