@@ -260,9 +260,9 @@ function(cc1d_nvrtc_wheel_tests major lib driver cases)
   cc1d_self_test_scenario(fake_gpu_nvrtc${major} "fake gpu" ${_fake} ${env} CC1D_FAKE_DRIVER_VERSION=${driver})
   set_tests_properties(self_test.fake_gpu_nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major}")
 endfunction()
-# NVRTC 12: the backward below sm_80, PTX and the compile error; its every-SM set takes minutes: run
-# it by hand with the same environment and no --test-case. NVRTC 11.8's every-SM set takes 20 s on
-# two cores.
+# NVRTC 12: the backward (its lowest SM, sm_80, its newest), PTX and the compile error; its every-SM
+# set takes minutes: run it by hand with the same environment and no --test-case. NVRTC 11.8's
+# every-SM set takes 20-40 s on two cores, its backward about 10.
 cc1d_nvrtc_wheel_tests(12 "${CC1D_NVRTC12}" 12080 "the backward's layouts*,PTX mode*,a syntax error*")
 cc1d_nvrtc_wheel_tests(11 "${CC1D_NVRTC11}" 11080
                        "a representative set*,the backward's layouts*,PTX mode*,a syntax error*")
