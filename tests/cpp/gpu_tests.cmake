@@ -259,10 +259,18 @@ function(cc1d_nvrtc_wheel_tests major lib driver cases)
     PASS_REGULAR_EXPRESSION "test cases: +${n} \\| +${n} passed \\| +0 failed")
   cc1d_self_test_scenario(fake_gpu_nvrtc${major} "fake gpu" ${_fake} ${env} CC1D_FAKE_DRIVER_VERSION=${driver})
   set_tests_properties(self_test.fake_gpu_nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major}")
+  if("ALL" IN_LIST ARGN)  # every variant of every op too, as test_nvrtc_compile_all (label slow)
+    add_test(NAME test_nvrtc_compile_all.nvrtc${major}
+             COMMAND test_nvrtc_compile "--test-case=every kernel of every op*")
+    set_tests_properties(test_nvrtc_compile_all.nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major};slow" TIMEOUT 900
+      ENVIRONMENT "${env};CC1D_TEST_DRIVER_VERSION=${driver};CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn"
+      PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed")
+  endif()
 endfunction()
 # NVRTC 12: the backward (its lowest SM, sm_80, its newest), PTX and the compile error; its every-SM
 # set takes minutes: run it by hand with the same environment and no --test-case. NVRTC 11.8's
-# every-SM set takes 20-40 s on two cores, its backward about 10.
+# every-SM set takes 20-40 s on two cores, its backward about 10, and (label slow) every variant
+# for sm_90 3.5 minutes.
 cc1d_nvrtc_wheel_tests(12 "${CC1D_NVRTC12}" 12080 "the backward's layouts*,PTX mode*,a syntax error*")
 cc1d_nvrtc_wheel_tests(11 "${CC1D_NVRTC11}" 11080
-                       "a representative set*,the backward's layouts*,PTX mode*,a syntax error*")
+                       "a representative set*,the backward's layouts*,PTX mode*,a syntax error*" ALL)
