@@ -251,11 +251,12 @@ function(cc1d_nvrtc_wheel_tests major lib driver cases)
     return()
   endif()
   set(env CAUSAL_CONV1D_NVRTC=${lib} CC1D_TEST_NVRTC_MAJOR=${major})
+  set(compile_env "${env};CC1D_TEST_DRIVER_VERSION=${driver};CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn")
   string(REPLACE "," ";" patterns "${cases}")
   list(LENGTH patterns n)
   add_test(NAME test_nvrtc_compile.nvrtc${major} COMMAND test_nvrtc_compile "--test-case=${cases}")
   set_tests_properties(test_nvrtc_compile.nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major}"
-    ENVIRONMENT "${env};CC1D_TEST_DRIVER_VERSION=${driver};CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn"
+    ENVIRONMENT "${compile_env}"
     PASS_REGULAR_EXPRESSION "test cases: +${n} \\| +${n} passed \\| +0 failed")
   cc1d_self_test_scenario(fake_gpu_nvrtc${major} "fake gpu" ${_fake} ${env} CC1D_FAKE_DRIVER_VERSION=${driver})
   set_tests_properties(self_test.fake_gpu_nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major}")
@@ -263,7 +264,7 @@ function(cc1d_nvrtc_wheel_tests major lib driver cases)
     add_test(NAME test_nvrtc_compile_all.nvrtc${major}
              COMMAND test_nvrtc_compile "--test-case=every kernel of every op*")
     set_tests_properties(test_nvrtc_compile_all.nvrtc${major} PROPERTIES LABELS "nvrtc;nvrtc${major};slow" TIMEOUT 900
-      ENVIRONMENT "${env};CC1D_TEST_DRIVER_VERSION=${driver};CC1D_REQUIRE_NVRTC=1;CAUSAL_CONV1D_LOG_LEVEL=warn"
+      ENVIRONMENT "${compile_env}"
       PASS_REGULAR_EXPRESSION "test cases: +1 \\| +1 passed \\| +0 failed")
   endif()
 endfunction()
