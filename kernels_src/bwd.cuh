@@ -24,7 +24,7 @@
 // dout and dx in registers, halos by shuffle.
 // Channel layout: a thread walks its channel backwards over a segment (and W-1 steps of halo)
 // with sliding windows. CHANNEL_VEC (channel-last, 16-byte aligned rows of channels): a block
-// walks 128 bytes of channels over a segment, tile by tile, through shared memory.
+// walks 64 channels over a segment, tile by tile, through shared memory.
 // What every layout reads and writes through (x, g, the partial sums): bwd_common.cuh.
 #pragma once
 #include "bwd_common.cuh"
@@ -206,12 +206,14 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
   bwd_put_partial<W>(p, part, c, W, db);
 }
 
-// CHANNEL_VEC layout (channel-last rows of 16-byte aligned channels): block (b, 128
-// bytes of channels, segment), the segment walked backwards a tile of T steps at a time. A tile's
+// CHANNEL_VEC layout (channel-last rows of 16-byte aligned channels): block (b, C = 64
+// channels, segment), the segment walked backwards a tile of T steps at a time. A tile's
 // x rows [t0-(W-1), t0+T) and dout rows [t0, t0+T) reach shared tiles of packed words by
 // asynchronous 16-byte copies, issued a tile ahead into the other of two buffers (as the
-// forward's tiles: no registers stage the data). Lane l of warp w then takes the channels of word
-// l over the steps [t0+S*w, t0+S*(w+1)): g into a float tile, whose rows [T, T+W-1) hold dx's
+// forward's tiles: no registers stage the data). Lane l of warp w then takes channels 2l and 2l+1
+// (one word of 16-bit ones, two of fp32: a tile of fp32 rows twice the bytes, so that its fixed
+// work, the copies' addresses, barriers and loop, spreads over as many outputs as in 16-bit
+// types) over the steps [t0+S*w, t0+S*(w+1)): g into a float tile, whose rows [T, T+W-1) hold dx's
 // right halo (the later tile's first W-1 rows of g, or for the segment's last tile g read and
 // recomputed from global memory), and the dweight/dbias sums in registers; then dx from the g
 // tile into the packed dout tile, which 16-byte stores write out. Three barriers per tile; the
@@ -223,35 +225,37 @@ CC1D_HD void bwd_channel_segment(const BwdParams& p, long long b, long long cb, 
 template <typename TX, typename TW, int W, bool SEQ>
 CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, long long seg) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
-  constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
-  constexpr int C = bwd_tile_channels(sizeof(TX));  // channels per tile row: 32 words, CPW each
-  constexpr int VR = 8;                        // vectors per row
-  constexpr int RR = kBwdThreads / VR;         // rows per load round: 16
+  constexpr int C = kBwdTileChannels;          // channels per tile row
+  constexpr int CPL = C / 32;                  // channels per lane: 2
+  constexpr int LW = CPL / Words<TX>::kPerWord;  // words per lane: 1 (16-bit) or 2 (fp32)
+  constexpr int RW = 32 * LW;                  // words per tile row
+  constexpr int VR = RW / 4;                   // vectors per row: 8 or 16
+  constexpr int RR = kBwdThreads / VR;         // rows per load round: 16 or 8
   constexpr int T = kBwdChannelTile;           // steps per tile
   constexpr int R = T + W - 1;                 // rows of x (from t0-(W-1)) and of g (from t0)
   constexpr int NW = kBwdWarps;
   constexpr int S = T / NW;                    // steps per warp
   constexpr int DR = T / RR;                   // dout load rounds
-  constexpr int kRound = RR * 32 * 4;          // bytes of a tile per load round
+  constexpr int kRound = RR * RW * 4;          // bytes of a tile per load round
   static_assert(NW * (W + 1) <= R, "the warps' partial sums must fit in the g tile");
-  static_assert(C == 32 * CPW, "a lane per word of a tile row");
+  static_assert(CPL * 32 == C && LW * Words<TX>::kPerWord == CPL, "whole words a lane");
   constexpr int NS = T + 2 * (W - 1);          // SEQ: a tile's segment ids
   constexpr int RS = (NS + 3) / 4 * 4;         // SEQ: their row in shared memory, 16-byte aligned
   constexpr int NQ = (S + 2 * (W - 1) + 3) / 4;  // SEQ: 16-byte loads of a warp's ids
   static_assert(NS <= kBwdThreads, "a thread per segment id");
-  CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * 32);
-  CC1D_SHARED_ARRAY(unsigned, dbuf, 2 * T * 32);  // dout, then dx
+  CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * RW);
+  CC1D_SHARED_ARRAY(unsigned, dbuf, 2 * T * RW);  // dout, then dx
   CC1D_SHARED_ARRAY(float, gs, R * C);            // g; after the walk, the warps' partial sums
   CC1D_SHARED_ARRAY(int, sbuf, SEQ ? 2 * RS : 1);  // SEQ: the two tiles' segment ids
   const SmemAddr xbuf_addr = smem_addr(xbuf), dbuf_addr = smem_addr(dbuf);
   const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
-  const int lane = tid & 31, warp = tid >> 5, r0 = warp * S;  // compute: word, first step
+  const int lane = tid & 31, warp = tid >> 5, r0 = warp * S;  // compute: channels, first step
   const long long c0 = cb * C;
   const bool lv_ok = c0 + lv * V < p.dim;
-  float w[CPW][W] = {}, bias[CPW] = {};
-  for (int i = 0; i < CPW; ++i)
-    if (c0 + lane * CPW + i < p.dim) bwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
-  float dw[CPW][W] = {}, db[CPW] = {};
+  float w[CPL][W] = {}, bias[CPL] = {};
+  for (int i = 0; i < CPL; ++i)
+    if (c0 + lane * CPL + i < p.dim) bwd_load_weights<TW, W>(p, c0 + lane * CPL + i, w[i], bias[i]);
+  float dw[CPL][W] = {}, db[CPL] = {};
   const long long s_begin = seg * p.segment_len;
   const long long s_end = s_begin + p.segment_len < p.seqlen ? s_begin + p.segment_len : p.seqlen;
   const long long xs_t = p.x_stride[2], ds_t = p.dout_stride[2], dxs_t = p.dx_stride[2];
@@ -265,9 +269,9 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   // The copies of the tile at time t into buffer `buf`: x's rows (the initial states' rows are
   // written in the walk), and dout's rows [0, T) from time t, zeros from seqlen on.
   auto issue = [&](long long t, const TX* __restrict__ xt, const TX* __restrict__ dt, int buf) {
-    async_copy_x_rows<TX, W, R, RR>(xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4), xt, xs_t, t,
+    async_copy_x_rows<TX, W, R, RR, RW>(xbuf_addr + (SmemAddr)((buf * R * RW + lr * RW + lv * 4) * 4), xt, xs_t, t,
                                     p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
-    SmemAddr ddst = dbuf_addr + (SmemAddr)((buf * T * 32 + lr * 32 + lv * 4) * 4);
+    SmemAddr ddst = dbuf_addr + (SmemAddr)((buf * T * RW + lr * RW + lv * 4) * 4);
     const long long drows = p.seqlen - t;  // dout's rows in the row
     for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) {
       const bool in_d = i * RR + lr < drows && lv_ok;
@@ -289,8 +293,8 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     const int cur = SEQ ? bwd_seq(p, b, t) : 0;  // SEQ: taps of other segments masked, padding 0
     bool same[W];
     for (int k = 0; k < W; ++k) same[k] = !SEQ || bwd_seq(p, b, t - (W - 1) + k) == cur;
-    for (int i = 0; i < CPW; ++i) {
-      const int ci = lane * CPW + i;
+    for (int i = 0; i < CPL; ++i) {
+      const int ci = lane * CPL + i;
       float g = 0.f;
       if (t < p.seqlen && c0 + ci < p.dim && cur >= 0) {  // x's channel stride is 1
         float z = bias[i];
@@ -305,8 +309,8 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
 
 #pragma unroll 1
   for (int k = 0; t0 >= s_begin; ++k, t0 -= T, xtile -= T * xs_t, dtile -= T * ds_t, dxo -= T * dxs_t) {
-    unsigned* xs = xbuf + (k & 1) * R * 32;
-    unsigned* ds = dbuf + (k & 1) * T * 32;
+    unsigned* xs = xbuf + (k & 1) * R * RW;
+    unsigned* ds = dbuf + (k & 1) * T * RW;
     async_wait<0>();  // this tile's copies (the only ones in flight)
     // dx's right halo, g at t0+T+j: the later tile's first W-1 rows of g (the segment's last
     // tile has it from before the walk). The later tile's dx read these rows a barrier ago.
@@ -320,12 +324,13 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
       }
     if (t0 < W - 1 && p.initial_states != nullptr) {  // the row's first tile: row r < W-1-t0 is a state
 #pragma unroll 1
-      for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kBwdThreads) {
+      for (int idx = tid; idx < (int)(W - 1 - t0) * RW; idx += kBwdThreads) {  // a word each
+        constexpr int CPW = Words<TX>::kPerWord;
         float f[CPW];
         for (int i = 0; i < CPW; ++i) {
-          const long long c = c0 + (idx % 32) * CPW + i;
+          const long long c = c0 + (idx % RW) * CPW + i;
           f[i] = c < p.dim ? load_as_float<TX>(p.initial_states, b * p.init_stride[0] + c * p.init_stride[1] +
-                                                                     (t0 + idx / 32) * p.init_stride[2])
+                                                                     (t0 + idx / RW) * p.init_stride[2])
                            : 0.f;
         }
         pack_words<TX>(f, xs + idx);
@@ -353,18 +358,20 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     // per element, they were a sixth of the tile's instructions).
     // MK: the masked copy (SEQ).
     auto g_phase = [&](const bool SILU, const bool MK) {
-      float win[W][CPW];  // x at steps t-(W-1)..t
+      float win[W][CPL];  // x at steps t-(W-1)..t (a lane's words are adjacent: fp32's two load as one LDS.64)
       for (int j = 0; j < W - 1; ++j)
-        for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+        for (int i = 0; i < CPL; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * RW + lane * LW, i);
 #pragma unroll
       for (int j = 0; j < S; ++j) {
         for (int m = 0; m < W - 1; ++m)
-          for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
-        const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane], dw_word = ds[(r0 + j) * 32 + lane];
+          for (int i = 0; i < CPL; ++i) win[m][i] = win[m + 1][i];
+        unsigned xw[LW], dword[LW];  // (one access each: a loop over the words cost fp32 4 more an output)
+        load_words_shared<LW>(xs + (r0 + j + W - 1) * RW + lane * LW, xw);
+        load_words_shared<LW>(ds + (r0 + j) * RW + lane * LW, dword);
         const int cur = MK ? sq[j + W - 1] : 0;
-        for (int i = 0; i < CPW; ++i) {
-          win[W - 1][i] = word_elem<TX>(&xw, i);
-          float g = word_elem<TX>(&dw_word, i), x[W];
+        for (int i = 0; i < CPL; ++i) {
+          win[W - 1][i] = word_elem<TX>(xw, i);
+          float g = word_elem<TX>(dword, i), x[W];
           for (int m = 0; m < W; ++m) x[m] = MK && sq[j + m] != cur ? 0.f : win[m][i];
           if (SILU) {
             float z = bias[i];
@@ -372,7 +379,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
             g *= silu_grad(z);
           }
           if (MK && cur < 0) g = 0.f;  // a padding step passes no gradient
-          gs[(r0 + j) * C + lane * CPW + i] = g;
+          gs[(r0 + j) * C + lane * CPL + i] = g;
           db[i] += g;
           for (int m = 0; m < W; ++m) dw[i][m] += g * x[m];
         }
@@ -395,16 +402,16 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     // tile, then stored. DFIN: the tile holds some of the row's last W-1 steps.
     if (p.dx != nullptr) {
       auto dx_phase = [&](const bool DFIN, const bool MK) {
-        float gw[W][CPW];
+        float gw[W][CPL];
         for (int j = 0; j < W - 1; ++j)
-          for (int i = 0; i < CPW; ++i) gw[j + 1][i] = gs[(r0 + j) * C + lane * CPW + i];
+          for (int i = 0; i < CPL; ++i) gw[j + 1][i] = gs[(r0 + j) * C + lane * CPL + i];
 #pragma unroll
         for (int j = 0; j < S; ++j) {
-          float o[CPW];
+          float o[CPL];
           const int cur = MK ? sq[j + W - 1] : 0;  // MK: g of another segment is masked
-          for (int i = 0; i < CPW; ++i) {
+          for (int i = 0; i < CPL; ++i) {
             for (int m = 0; m < W - 1; ++m) gw[m][i] = gw[m + 1][i];
-            gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPW + i];
+            gw[W - 1][i] = gs[(r0 + j + W - 1) * C + lane * CPL + i];
             float a = 0.f;
             for (int m = 0; m < W; ++m)
               a += w[i][m] * (MK && sq[j + 2 * (W - 1) - m] != cur ? 0.f : gw[W - 1 - m][i]);
@@ -412,9 +419,9 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
           }
           const long long s = t0 + r0 + j;
           if (DFIN && s >= p.seqlen - (W - 1))  // the last W-1 steps only
-            for (int i = 0; i < CPW; ++i)
-              if (c0 + lane * CPW + i < p.dim) o[i] += bwd_dfinal<TX>(p, W, b, c0 + lane * CPW + i, s);
-          pack_words<TX>(o, ds + (r0 + j) * 32 + lane);
+            for (int i = 0; i < CPL; ++i)
+              if (c0 + lane * CPL + i < p.dim) o[i] += bwd_dfinal<TX>(p, W, b, c0 + lane * CPL + i, s);
+          pack_words<TX>(o, ds + (r0 + j) * RW + lane * LW);
         }
       };
       const bool dfin = p.dfinal_states != nullptr && t0 + T > p.seqlen - (W - 1);
@@ -434,7 +441,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
       TX* __restrict__ dxt = static_cast<TX*>(p.dx) + dxo;
       for (int i = 0; i < DR; ++i, dxt += RR * dxs_t) {
         unsigned o[4];
-        load16(ds + (i * RR + lr) * 32 + lv * 4, o);
+        load16(ds + (i * RR + lr) * RW + lv * 4, o);
         if (i * RR + lr < dhi && lv_ok) store16(dxt, o);
       }
     }
@@ -443,8 +450,8 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
     // The tile at 0 was the last one: its g is still in gs.
 #pragma unroll 1
     for (int j = warp; j < W - 1; j += NW)
-      for (int i = 0; i < CPW; ++i) {
-        const int ci = lane * CPW + i;
+      for (int i = 0; i < CPL; ++i) {
+        const int ci = lane * CPL + i;
         const long long c = c0 + ci;
         if (c >= p.dim) continue;
         float a = bwd_dfinal<TX>(p, W, b, c, j - (W - 1));
@@ -457,9 +464,9 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   }
   if (p.acc == nullptr) return;
   __syncthreads();  // gs is free: each warp's sums, then the warps added in order
-  for (int i = 0; i < CPW; ++i) {
-    for (int k = 0; k < W; ++k) gs[(warp * (W + 1) + k) * C + lane * CPW + i] = dw[i][k];
-    gs[(warp * (W + 1) + W) * C + lane * CPW + i] = db[i];
+  for (int i = 0; i < CPL; ++i) {
+    for (int k = 0; k < W; ++k) gs[(warp * (W + 1) + k) * C + lane * CPL + i] = dw[i][k];
+    gs[(warp * (W + 1) + W) * C + lane * CPL + i] = db[i];
   }
   __syncthreads();
   const long long part = b * p.num_segments + seg;

@@ -32,10 +32,11 @@ constexpr int kBwdWarpItems = 8;                     // TIME_VEC: consecutive st
 constexpr int kBwdWarpSpan = 32 * kBwdWarpItems;     // TIME_VEC: steps per warp step
 constexpr int kBwdVecMinSpans = 4;                   // TIME_VEC: warp steps per segment, at least
 constexpr int kBwdMinChannelSegment = 64;  // channel layout: time steps per thread, at least
-// CHANNEL_VEC: a block owns 128 bytes of channels (32 words) and walks its segment backwards a
-// tile of kBwdChannelTile steps at a time (segments are whole tiles), each warp on a quarter of
-// the tile's steps.
+// CHANNEL_VEC: a block owns kBwdTileChannels channels (two a lane: 128 bytes of 16-bit ones, 256
+// of fp32) and walks its segment backwards a tile of kBwdChannelTile steps at a time (segments
+// are whole tiles), each warp on a quarter of the tile's steps.
 constexpr int kBwdChannelTile = 32;
+constexpr int kBwdTileChannels = 64;
 
 // Time layouts: steps per chunk (each thread 16 bytes of x), and the dynamic shared memory of a
 // block in floats: x with its left halo, g with its right halo, the two stages of the block
@@ -59,8 +60,6 @@ CC1D_BWD_FN int bwd_chunk(int x_bytes) { return kBwdThreads * (16 / x_bytes); }
 // the walk, bound by instruction issue, ran slower (bwd_time_vec.cuh, kAhead). 0: none (an
 // explicit 1 is not the same to ptxas: it gave the time layouts 40-60 more registers).
 CC1D_BWD_FN int bwd_min_blocks(int layout, int x_bytes) { return layout == kBwdLayoutTimeVec && x_bytes == 2 ? 6 : 0; }
-// CHANNEL_VEC: channels per block (a tile row of 128 bytes: 32 words, one per lane).
-CC1D_BWD_FN int bwd_tile_channels(int x_bytes) { return 128 / x_bytes; }
 CC1D_BWD_FN int bwd_smem_gt(int C, int W) { return W - 1 + C; }
 CC1D_BWD_FN int bwd_smem_red(int C, int W) { return bwd_smem_gt(C, W) + C + W - 1; }
 CC1D_BWD_FN int bwd_smem_red2(int C, int W) { return bwd_smem_red(C, W) + (W + 1) * kBwdThreads; }

@@ -86,6 +86,14 @@ template <typename T>
 CC1D_HD void store16(T* p, const unsigned (&w)[4]) {
   cc1d_vec_store<unsigned, 4>(reinterpret_cast<unsigned*>(p), w);
 }
+// N packed words (1 or 2) from shared memory as one access of 4N aligned bytes.
+template <int N>
+CC1D_HD void load_words_shared(const unsigned* p, unsigned (&w)[N]) {
+  if constexpr (N == 1)
+    w[0] = *p;
+  else
+    cc1d_vec_load<unsigned, N>(p, w);
+}
 // The same to shared memory (the device store16 is global-only).
 template <typename T>
 CC1D_HD void store16_shared(T* p, const unsigned (&w)[4]) {
@@ -154,15 +162,15 @@ CC1D_HD void async_wait() {
 }
 
 // Channel-last tiles (the forward's and the backward's CHANNEL_VEC): one thread's asynchronous
-// copies of a tile's x rows. Row r (of R) is time t-(W-1)+r, 128 bytes of channels, 8 threads a
+// copies of a tile's x rows. Row r (of R) is time t-(W-1)+r, RW words of channels, RW/4 threads a
 // row; this thread copies rows lr, lr+RR, ... from xt (its first row's 16 bytes, xs_t elements a
 // row) to dst (then kRound bytes a round). Rows outside x read zeros (from `any`, a valid
 // address), except those before time 0 when the caller writes initial states there (skip_states).
 // A tile inside the row runs with no row checks; a row's first or last tile is rolled (rare).
-template <typename TX, int W, int R, int RR>
+template <typename TX, int W, int R, int RR, int RW>
 CC1D_HD void async_copy_x_rows(SmemAddr dst, const TX* __restrict__ xt, long long xs_t, long long t, long long seqlen,
                                bool skip_states, int lr, bool lv_ok, const void* any) {
-  constexpr int kRound = RR * 32 * 4, ROUNDS = (R + RR - 1) / RR;
+  constexpr int kRound = RR * RW * 4, ROUNDS = (R + RR - 1) / RR;
   if (t >= W - 1 && t + R - (W - 1) <= seqlen) {
     for (int i = 0; i < ROUNDS; ++i, xt += RR * xs_t, dst += kRound)
       if (i * RR + lr < R) async_copy16(dst, lv_ok ? xt : any, lv_ok);

@@ -312,13 +312,13 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
   if (p.final_states && t_end == p.seqlen) fwd_write_final<TX>(p, W, b, c);
 }
 
-// ---- CHANNEL_VEC: a block computes kFwdChannelTiles tiles of kFwdChannelTile time steps x 128
-// bytes of channels (64 16-bit or 32 fp32 ones), one after the other. A tile's input rows (with
+// ---- CHANNEL_VEC: a block computes kFwdChannelTiles tiles of kFwdChannelTile time steps x
+// kFwdTileChannels channels (128 bytes of 16-bit ones, 256 of fp32), one after the other. A tile's input rows (with
 // the W-1 steps before it: x, the initial states or zeros) reach shared memory by asynchronous
 // 16-byte copies, issued a tile ahead into the other of two buffers, so the next tile loads
 // while this one computes and no registers stage the data (staging through registers left bf16
-// at 56 registers and 75-78% of the copy on an H200). Lane l of warp w walks the channels of
-// word l (two 16-bit ones or one fp32) over the tile's rows [8w, 8w+8), writing its outputs into
+// at 56 registers and 75-78% of the copy on an H200). Lane l of warp w walks channels 2l and 2l+1
+// (a word of 16-bit ones, two of fp32) over the tile's rows [8w, 8w+8), writing its outputs into
 // a shared output tile, which 16-byte stores write out. The final states are the last W-1 rows
 // of the last input tile. Two barriers per tile.
 // SEQ (CHANNEL_VEC_SEQ): the tile's segment ids, one per input row, reach shared memory beside
@@ -328,21 +328,25 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
 template <typename TX, typename TW, int W, int ACT, bool SEQ>
 CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, long long run) {
   constexpr int V = 16 / (int)sizeof(TX);      // channels per vector
-  constexpr int CPW = Words<TX>::kPerWord;     // channels per word (and thread)
-  constexpr int C = 32 * CPW;                  // channels per tile row: 128 bytes, 32 words
-  constexpr int VR = 8;                        // vectors per row
-  constexpr int RR = kFwdThreads / VR;         // rows per load round: 16
+  constexpr int CPW = Words<TX>::kPerWord;     // channels per word
+  constexpr int C = kFwdTileChannels;          // channels per tile row
+  constexpr int CPL = C / 32;                  // channels per lane: 2
+  constexpr int LW = CPL / CPW;                // words per lane: 1 (16-bit) or 2 (fp32)
+  constexpr int RW = 32 * LW;                  // words per tile row
+  constexpr int VR = RW / 4;                   // vectors per row: 8 or 16
+  constexpr int RR = kFwdThreads / VR;         // rows per load round: 16 or 8
   constexpr int T = kFwdChannelTile;           // output rows
   constexpr int R = T + W - 1;                 // input rows
   constexpr int STEPS = T / kFwdWarps;         // rows per warp
-  CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * 32);
-  CC1D_SHARED_ARRAY(unsigned, ys, T * 32);
+  static_assert(CPL * 32 == C && LW * CPW == CPL, "whole words a lane");
+  CC1D_SHARED_ARRAY(unsigned, xbuf, 2 * R * RW);
+  CC1D_SHARED_ARRAY(unsigned, ys, T * RW);
   constexpr int RS = (R + 3) / 4 * 4;          // SEQ: a tile's segment ids, 16-byte aligned
   constexpr int NQ = (STEPS + W - 1 + 3) / 4;  // SEQ: 16-byte loads of a warp's ids
   CC1D_SHARED_ARRAY(int, sbuf, SEQ ? 2 * RS : 1);  // SEQ: the two tiles' segment ids, a row each
   const SmemAddr xbuf_addr = smem_addr(xbuf);
   const int tid = threadIdx.x, lr = tid / VR, lv = tid % VR;  // load/store: row in a round, vector
-  const int lane = tid & 31, r0 = (tid >> 5) * STEPS;         // compute: word, first row
+  const int lane = tid & 31, r0 = (tid >> 5) * STEPS;         // compute: channels, first row
   const long long c0 = cb * C;
   const bool lv_ok = c0 + lv * V < p.dim;
   const long long xs_t = p.x_stride[2], os_t = p.out_stride[2];
@@ -352,15 +356,15 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   const TX* __restrict__ xtile =
       static_cast<const TX*>(p.x) + b * p.x_stride[0] + c0 + lv * V + (t0 - (W - 1) + lr) * xs_t;
   TX* __restrict__ otile = static_cast<TX*>(p.out) + b * p.out_stride[0] + c0 + lv * V + (t0 + lr) * os_t;
-  float w[CPW][W] = {}, bias[CPW] = {};
-  for (int i = 0; i < CPW; ++i)
-    if (c0 + lane * CPW + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPW + i, w[i], bias[i]);
+  float w[CPL][W] = {}, bias[CPL] = {};
+  for (int i = 0; i < CPL; ++i)
+    if (c0 + lane * CPL + i < p.dim) fwd_load_weights<TW, W>(p, c0 + lane * CPL + i, w[i], bias[i]);
 
   // The copies of the tile at time t into buffer `buf` (the initial states' rows are written below).
   // SEQ: the ids of the tile's rows travel with them.
   auto issue = [&](long long t, const TX* __restrict__ xt, int buf) {
-    const SmemAddr dst = xbuf_addr + (SmemAddr)((buf * R * 32 + lr * 32 + lv * 4) * 4);
-    async_copy_x_rows<TX, W, R, RR>(dst, xt, xs_t, t, p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
+    const SmemAddr dst = xbuf_addr + (SmemAddr)((buf * R * RW + lr * RW + lv * 4) * 4);
+    async_copy_x_rows<TX, W, R, RR, RW>(dst, xt, xs_t, t, p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
     if constexpr (SEQ)
       async_copy_seq_ids(smem_addr(sbuf + buf * RS), p.seq_idx + b * p.seq_stride[0], p.seq_stride[1], t - (W - 1),
                          p.seqlen, tid, R);
@@ -371,17 +375,17 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
   unsigned* xs = xbuf;  // the current tile's buffer (after the loop: the last tile's)
 #pragma unroll 1
   for (int k = 0; k < kFwdChannelTiles && t0 < p.seqlen; ++k, t0 += T, xtile += T * xs_t, otile += T * os_t) {
-    xs = xbuf + (k & 1) * R * 32;
+    xs = xbuf + (k & 1) * R * RW;
     // The next tile's copies go into the buffer the previous tile computed from (a barrier ago).
     const bool next = k + 1 < kFwdChannelTiles && t0 + T < p.seqlen;  // uniform in the block
     if (next) issue(t0 + T, xtile + T * xs_t, (k + 1) & 1);
     if (t0 < W - 1 && p.initial_states != nullptr) {  // the first tile of a row: rare, rolled
 #pragma unroll 1
-      for (int idx = tid; idx < (int)(W - 1 - t0) * 32; idx += kFwdThreads) {
+      for (int idx = tid; idx < (int)(W - 1 - t0) * RW; idx += kFwdThreads) {  // a word each
         float f[CPW];
         for (int i = 0; i < CPW; ++i) {
-          const long long c = c0 + (idx % 32) * CPW + i;
-          f[i] = c < p.dim ? fwd_load_x<TX>(p, W, b, c, t0 - (W - 1) + idx / 32) : 0.f;
+          const long long c = c0 + (idx % RW) * CPW + i;
+          f[i] = c < p.dim ? fwd_load_x<TX>(p, W, b, c, t0 - (W - 1) + idx / RW) : 0.f;
         }
         pack_words<TX>(f, xs + idx);
       }
@@ -410,24 +414,26 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     for (int mode = 0; mode < (SEQ ? 2 : 1); ++mode) {
       const bool mk = SEQ && mode == 1;
       if (mk != masked) continue;
-      float win[W][CPW];
+      float win[W][CPL];  // a lane's words are adjacent: fp32's two load as one LDS.64
       for (int j = 0; j < W - 1; ++j)
-        for (int i = 0; i < CPW; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * 32 + lane, i);
+        for (int i = 0; i < CPL; ++i) win[j + 1][i] = word_elem<TX>(xs + (r0 + j) * RW + lane * LW, i);
 #pragma unroll
       for (int j = 0; j < STEPS; ++j) {
         for (int m = 0; m < W - 1; ++m)
-          for (int i = 0; i < CPW; ++i) win[m][i] = win[m + 1][i];
-        const unsigned xw = xs[(r0 + j + W - 1) * 32 + lane];
+          for (int i = 0; i < CPL; ++i) win[m][i] = win[m + 1][i];
+        unsigned xw[LW];  // (load_words_shared here cost bf16 8 more registers; fp32's pair still loads as one)
+        for (int v = 0; v < LW; ++v) xw[v] = xs[(r0 + j + W - 1) * RW + lane * LW + v];
         const int cur = mk ? sq[j + W - 1] : 0;
-        float o[CPW];
-        for (int i = 0; i < CPW; ++i) {
-          win[W - 1][i] = word_elem<TX>(&xw, i);
+        float o[CPL];
+        for (int i = 0; i < CPL; ++i) {
+          win[W - 1][i] = word_elem<TX>(xw, i);
           float x[W];  // mk: a tap of another segment reads 0
           for (int m = 0; m < W; ++m) x[m] = mk && sq[j + m] != cur ? 0.f : win[m][i];
           o[i] = fwd_tap<W, ACT>(p, w[i], bias[i], x);
         }
-        pack_words<TX>(o, ys + (r0 + j) * 32 + lane);
-        if (mk && cur < 0) ys[(r0 + j) * 32 + lane] = 0;  // padding: 0 (one word of outputs)
+        pack_words<TX>(o, ys + (r0 + j) * RW + lane * LW);
+        if (mk && cur < 0)  // padding: 0
+          for (int v = 0; v < LW; ++v) ys[(r0 + j) * RW + lane * LW + v] = 0;
       }
     }
     __syncthreads();
@@ -436,7 +442,7 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
     TX* __restrict__ ot = otile;
     for (int i = 0; i < T / RR; ++i, ot += RR * os_t) {
       unsigned o[4];
-      load16(ys + (i * RR + lr) * 32 + lv * 4, o);
+      load16(ys + (i * RR + lr) * RW + lv * 4, o);
       if (i * RR + lr < left && lv_ok) store16(ot, o);
     }
   }
@@ -449,7 +455,7 @@ CC1D_HD void fwd_channel_tiles(const FwdParams& p, long long b, long long cb, lo
       const long long c = c0 + ci;
       if (c < p.dim)
         static_cast<TX*>(p.final_states)[b * p.final_stride[0] + c * p.final_stride[1] + j * p.final_stride[2]] =
-            from_float<TX>(word_elem<TX>(xs + (p.seqlen - (t0 - T) + j) * 32 + ci / CPW, ci % CPW));
+            from_float<TX>(word_elem<TX>(xs + (p.seqlen - (t0 - T) + j) * RW + ci / CPW, ci % CPW));
     }
   }
 }

@@ -17,6 +17,7 @@ constexpr int kFwdChunkChannel = 32;               // CHANNEL, CHANNEL_SEQ: time
 constexpr int kFwdChannelBurst = 8;                // CHANNEL, CHANNEL_SEQ: steps loaded together
 constexpr int kFwdChannelTile = 32;                // CHANNEL_VEC: time steps per tile
 constexpr int kFwdChannelTiles = 4;                // CHANNEL_VEC: tiles per work item
+constexpr int kFwdTileChannels = 64;               // CHANNEL_VEC: channels per item, two a lane
 
 // Kernel paths: the 4th template argument, chosen by the planner (fwd_plan.cpp) per call.
 constexpr int kFwdPathTime = 0;        // threads walk time; any strides
@@ -49,7 +50,7 @@ struct FwdParams {
   // Work items of one batch row: num_channel_blocks x num_time_chunks, where a TIME path's item
   // is one channel and a time chunk (kFwdThreads * kFwdItemsTime steps; TIME_VEC: one warp and
   // kFwdVecSegment steps), a CHANNEL path's item 32 channels x kFwdWarps runs of
-  // kFwdChunkChannel steps, and a CHANNEL_VEC item 128 bytes of channels x kFwdChannelTiles
+  // kFwdChunkChannel steps, and a CHANNEL_VEC item kFwdTileChannels channels x kFwdChannelTiles
   // tiles of kFwdChannelTile steps.
   long long num_time_chunks;
   long long num_channel_blocks;

@@ -76,7 +76,7 @@ BwdGeometry bwd_geometry(const BwdProblem& p) {
     g.layout = p.seq_idx.present() ? kBwdLayoutChannelVecSeq : kBwdLayoutChannelVec;  // segments of whole tiles
     const int64_t steps = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));
     g.segment_len = ceil_div(steps, kBwdChannelTile) * kBwdChannelTile;
-    g.num_channel_blocks = ceil_div(p.dim, bwd_tile_channels(dtype_size(p.x_dtype)));
+    g.num_channel_blocks = ceil_div(p.dim, kBwdTileChannels);
   } else {
     g.layout = p.seq_idx.present() ? kBwdLayoutChannelSeq : kBwdLayoutChannel;
     g.segment_len = std::max<int64_t>(kBwdMinChannelSegment, ceil_div(p.seqlen, kBwdMaxSegments));

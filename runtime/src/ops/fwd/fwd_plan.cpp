@@ -81,9 +81,9 @@ KernelLaunch plan_fwd(const Problem& problem) {
       break;
     case kFwdPathChannelVec:
     case kFwdPathChannelVecSilu:
-    case kFwdPathChannelVecSeq:  // 128 bytes of channels x kFwdChannelTiles tiles per item
+    case kFwdPathChannelVecSeq:  // kFwdTileChannels channels x kFwdChannelTiles tiles per item
       p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdChannelTile * kFwdChannelTiles);
-      p.num_channel_blocks = ceil_div(pr.dim, 128 / dtype_size(pr.x_dtype));
+      p.num_channel_blocks = ceil_div(pr.dim, kFwdTileChannels);
       break;
     default:  // CHANNEL, CHANNEL_SEQ: 32 channels x kFwdWarps runs per block
       p.num_time_chunks = ceil_div(pr.seqlen, (long long)kFwdWarps * kFwdChunkChannel);
