@@ -9,8 +9,9 @@
 # shipped PTX tier; the whole build directory is over the 64 MiB a carry may hold; the
 # libcc1d.so symlinks need not travel; the argument packer serves the device's CPython whatever
 # its version, and the report step says whether it loaded). The `variants` step adds
-# build/kernels-base (CC1D_VARIANTS_BASE) and build/lib-variants (CC1D_LIB_VARIANTS: five
-# libraries of about 10 MB): over 64 MiB together, so pack them all, gzipped (about 40 MB):
+# build/kernels-base (CC1D_VARIANTS_BASE) and build/lib-variants (CC1D_LIB_VARIANTS: seven
+# libraries of about 10 MB): over 64 MiB together, so pack them all, gzipped (about 40 MB with
+# five; check the size, and leave a library variant out if it passes 64 MiB):
 #   tar czf build/device-carry.tgz build/cmake/libcc1d.so.0.2.0 build/cmake/libcc1d_pyargs.so \
 #     build/cmake/bench/bench_compile build/kernels-base build/lib-variants
 # carry ["build/device-carry.tgz"], and start the device command with
