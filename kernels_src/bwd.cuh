@@ -270,7 +270,7 @@ CC1D_HD void bwd_channel_tiles(const BwdParams& p, long long b, long long cb, lo
   // written in the walk), and dout's rows [0, T) from time t, zeros from seqlen on.
   auto issue = [&](long long t, const TX* __restrict__ xt, const TX* __restrict__ dt, int buf) {
     async_copy_x_rows<TX, W, R, RR, RW>(xbuf_addr + (SmemAddr)((buf * R * RW + lr * RW + lv * 4) * 4), xt, xs_t, t,
-                                    p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
+                                        p.seqlen, p.initial_states != nullptr, lr, lv_ok, p.x);
     SmemAddr ddst = dbuf_addr + (SmemAddr)((buf * T * RW + lr * RW + lv * 4) * 4);
     const long long drows = p.seqlen - t;  // dout's rows in the row
     for (int i = 0; i < DR; ++i, dt += RR * ds_t, ddst += kRound) {
