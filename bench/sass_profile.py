@@ -158,6 +158,53 @@ def loops(insns, labels):
     return out
 
 
+def stored(lops, width=None):
+    """Bytes the global stores among opcodes `lops` move (only stores of `width` bytes if given)."""
+    return sum(access_bytes(op) for op in lops if op.startswith("STG") and width in (None, access_bytes(op)))
+
+
+def steady_loop(ops, all_loops, elem_bytes):
+    """The steady-state loop of a kernel (opcodes `ops`, loops as from loops()) and its figures,
+    or None: the shortest loop with 16-byte stores; without one, the innermost loop storing the
+    most bytes (ties: one that computes, i.e. has FP arithmetic, before one that only moves data,
+    such as the update's state writes or its zeroing of padding rows; then the shortest), else
+    any loop that stores. Its instructions are counted at its own level: loops nested in it
+    (rolled edge code) are left out."""
+
+    def nested(s, e):
+        return [(s2, e2) for s2, e2 in all_loops if s <= s2 and e2 <= e and (s2, e2) != (s, e)]
+
+    def own(s, e):
+        inner = nested(s, e)
+        return [ops[i] for i in range(s, e + 1) if not any(s2 <= i <= e2 for s2, e2 in inner)]
+
+    def computes(lops):
+        return any(op.startswith(("FFMA", "FMUL", "FADD", "HFMA2", "HMUL2", "HADD2")) for op in lops)
+
+    best = None
+    vec = [(s, e) for s, e in all_loops if stored(own(s, e), 16)]
+    if vec:
+        best = min(vec, key=lambda l: l[1] - l[0])
+    else:
+        innermost = [(s, e) for s, e in all_loops if not nested(s, e)]
+        for group in (innermost, all_loops):
+            scored = [(stored(own(s, e)), computes(own(s, e)), -(e - s), (s, e)) for s, e in group
+                      if stored(own(s, e))]
+            if scored:
+                best = max(scored)[-1]
+                break
+    if not best:
+        return None
+    lops = own(*best)
+    # A loop with 16-byte stores writes its outputs with them (its scalar stores are edges and
+    # final states); otherwise every store is an output.
+    outputs = (stored(lops, 16) or stored(lops)) / elem_bytes
+    return dict(insns=len(lops), outputs=outputs, per_output=len(lops) / outputs,
+                spills=sum(1 for op in lops if op.startswith(("LDL", "STL"))),
+                ldg128=sum(1 for op in lops if op.startswith("LDG") and access_bytes(op) == 16),
+                stg128=sum(1 for op in lops if op.startswith("STG") and access_bytes(op) == 16))
+
+
 def profile(cubin, arch, threads, dynamic_smem, elem_bytes, tools, function=None):
     res = res_usage(tools["cuobjdump"], cubin, function)
     res["shared"] += dynamic_smem  # a launch's dynamic shared memory counts like the static
@@ -175,42 +222,7 @@ def profile(cubin, arch, threads, dynamic_smem, elem_bytes, tools, function=None
         elif op.startswith("STG"):
             stores[access_bytes(op)] = stores.get(access_bytes(op), 0) + 1
     spill_insns = sum(1 for op in ops if op.startswith(("LDL", "STL")))
-    # Steady state: the shortest loop with 16-byte stores; without one, the innermost loop
-    # storing the most bytes (ties: the shortest), else any loop that stores. Its instructions
-    # are counted at its own level: loops nested in it (rolled edge code) are left out.
-    all_loops = loops(body, labels)
-
-    def nested(s, e):
-        return [(s2, e2) for s2, e2 in all_loops if s <= s2 and e2 <= e and (s2, e2) != (s, e)]
-
-    def own(s, e):
-        inner = nested(s, e)
-        return [ops[i] for i in range(s, e + 1) if not any(s2 <= i <= e2 for s2, e2 in inner)]
-
-    def stored(lops, width=None):
-        return sum(access_bytes(op) for op in lops if op.startswith("STG") and width in (None, access_bytes(op)))
-
-    best = None
-    vec = [(s, e) for s, e in all_loops if stored(own(s, e), 16)]
-    if vec:
-        best = min(vec, key=lambda l: l[1] - l[0])
-    else:
-        innermost = [(s, e) for s, e in all_loops if not nested(s, e)]
-        for group in (innermost, all_loops):
-            scored = [(stored(own(s, e)), -(e - s), (s, e)) for s, e in group if stored(own(s, e))]
-            if scored:
-                best = max(scored)[2]
-                break
-    loop = None
-    if best:
-        lops = own(*best)
-        # A loop with 16-byte stores writes its outputs with them (its scalar stores are edges
-        # and final states); otherwise every store is an output.
-        outputs = (stored(lops, 16) or stored(lops)) / elem_bytes
-        loop = dict(insns=len(lops), outputs=outputs, per_output=len(lops) / outputs,
-                    spills=sum(1 for op in lops if op.startswith(("LDL", "STL"))),
-                    ldg128=sum(1 for op in lops if op.startswith("LDG") and access_bytes(op) == 16),
-                    stg128=sum(1 for op in lops if op.startswith("STG") and access_bytes(op) == 16))
+    loop = steady_loop(ops, loops(body, labels), elem_bytes)
     lim = SM_LIMITS.get(arch)
     occ = None
     if lim and threads:

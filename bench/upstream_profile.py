@@ -10,7 +10,9 @@ The .cu includes ATen headers: the include paths come from the torch of this int
 project's venv). Compiling either file takes about 4 minutes on one core (every dtype,
 width and flag of upstream's switches); --cubin keeps the result, and reads it back when it
 exists. --match selects kernels by their demangled name (default: width 4, vector loads,
-bf16 and fp32, no seq_idx; the backward's with silu). Upstream's kernels take 128 threads a block.
+bf16 and fp32, no seq_idx; the backward's with silu); for the update (causal_conv1d_update.cu),
+e.g. --match 'update_kernel_traits<64, 4, (c10::BFloat16, c10::BFloat16|float, float)>'. A
+kernel's block size is its traits' first argument (128, the update's 64).
 """
 import argparse
 import os
@@ -54,10 +56,19 @@ def kernels(cubin):
 
 
 def label_of(demangled):
+    dtype = "bf16" if "BFloat16" in demangled else "fp16" if "Half" in demangled else "fp32"
+    if "_update_kernel" in demangled:  # <traits, kIsCircularBuffer>
+        ring = re.search(r", true>\(", demangled) is not None
+        return f"upstream update {'ring' if ring else 'state'} {dtype}"
     op = "fwd" if "_fwd_kernel" in demangled else "bwd"
     kind = "channel-last" if "channellast" in demangled else "channel-first"
-    dtype = "bf16" if "BFloat16" in demangled else "fp16" if "Half" in demangled else "fp32"
     return f"upstream {op} {kind} {dtype}"
+
+
+def threads_of(demangled):
+    """A kernel's block size: the first template argument of its traits (update: 64)."""
+    m = re.search(r"_traits<(\d+),", demangled)
+    return int(m.group(1)) if m else 128
 
 
 def main():
@@ -78,7 +89,8 @@ def main():
         if not os.path.exists(cubin):
             compile_cu(args.nvcc, os.path.join(args.upstream, "csrc", args.file), args.arch, cubin)
         rows = [dict(label=label_of(d), arch=args.arch,
-                     profile=profile(cubin, args.arch, 128, 0, 4 if "float, float" in d else 2, tools, function=m))
+                     profile=profile(cubin, args.arch, threads_of(d), 0, 4 if "float, float" in d else 2, tools,
+                                     function=m))
                 for m, d in kernels(cubin) if re.search(args.match, d)]
     if not rows:
         raise SystemExit(f"upstream_profile: no kernel of {args.file} matches {args.match!r}")
