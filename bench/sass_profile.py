@@ -188,8 +188,8 @@ def steady_loop(ops, all_loops, elem_bytes):
     else:
         innermost = [(s, e) for s, e in all_loops if not nested(s, e)]
         for group in (innermost, all_loops):
-            scored = [(stored(own(s, e)), computes(own(s, e)), -(e - s), (s, e)) for s, e in group
-                      if stored(own(s, e))]
+            owned = [(own(s, e), (s, e)) for s, e in group]
+            scored = [(stored(o), computes(o), -(e - s), (s, e)) for o, (s, e) in owned if stored(o)]
             if scored:
                 best = max(scored)[-1]
                 break
