@@ -7,7 +7,7 @@ tiers are CAUSAL_CONV1D_CACHE_PATH. Set them as the program you are looking at d
   stats   entries and bytes on disk; hits, misses, corrupt, writes, evictions (kept by every process)
   list    every entry: key, size, date, target, compiler, kernel, and whether it verifies
   verify  checks every entry: bad local entries are removed, bad tier entries reported (exit 1 if any)
-  clear   removes every local entry (tiers are never written)
+  clear   removes every local entry, and NVRTC's facts (tiers are never written)
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _print_clear(result: dict) -> None:
     if p["state"] not in ("read-write", "full"):
         print(f"local: {p['dir'] or '(off)'} [{_state(p)}]: nothing removed")
         return
-    print(f"local: {p['dir']}: removed {p['removed']} file(s), {_size(p['removed_bytes'])}")
+    facts = "".join(f", and {f}" for f in p["removed_facts"])
+    print(f"local: {p['dir']}: removed {p['removed']} file(s), {_size(p['removed_bytes'])}{facts}")
 
 
 def cmd_cache(args) -> int:

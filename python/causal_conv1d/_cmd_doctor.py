@@ -43,8 +43,12 @@ def render(r: dict) -> list:
                       for c in nv["candidates"]) or "none found"
     lines.append(f"NVRTC        {cands}")
     for dev in nv["devices"]:
-        lines.append(f"  device {dev['index']}: {dev['mode']} {dev['target']} with NVRTC {dev['nvrtc_version']}"
-                     if dev["usable"] else f"  device {dev['index']}: no usable NVRTC: {dev['reason']}")
+        if not dev["usable"]:
+            lines.append(f"  device {dev['index']}: no usable NVRTC: {dev['reason']}")
+        elif not dev["nvrtc"]:  # the shipped PTX tier alone serves it
+            lines.append(f"  device {dev['index']}: {dev['mode']} {dev['target']} ({dev['reason']})")
+        else:
+            lines.append(f"  device {dev['index']}: {dev['mode']} {dev['target']} with NVRTC {dev['nvrtc_version']}")
         if dev["ptx_tier"]:
             why = "yes" if dev["ptx_tier"] == "serves" else f"no, {dev['ptx_tier']}"
             lines.append(f"  device {dev['index']}: first calls from the shipped PTX tier: {why}")

@@ -193,6 +193,13 @@ if(TARGET cc1d_ptx_pack)
                     "CC1D_TEST_MADE_BY=shipped PTX")
   cc1d_backend_test(bwd_launch_tier "bwd launch from the shipped PTX tier" COMPILES ENV ${_tier} CC1D_FAKE_DEVICES=90)
   cc1d_backend_test(ptx_tier_link_fault "shipped PTX tier the driver refuses" COMPILES ENV ${_tier} CC1D_FAKE_FAULT=link)
+  # No NVRTC at all: the tier alone serves the device, or nothing does once the driver refuses it.
+  cc1d_backend_test(ptx_tier_only "shipped PTX tier without any NVRTC" ENV ${_tier} CAUSAL_CONV1D_NVRTC=none
+                    CC1D_FAKE_DEVICES=90)
+  cc1d_backend_test(ptx_tier_only_link_fault "shipped PTX tier refused without any NVRTC" ENV ${_tier}
+                    CAUSAL_CONV1D_NVRTC=none CC1D_FAKE_FAULT=link)
+  cc1d_backend_test(ptx_tier_only_sm100 "no NVRTC and no tier" ENV ${_tier} CAUSAL_CONV1D_NVRTC=none
+                    CC1D_FAKE_DEVICES=100)
   # Sources whose fwd.cuh differs from the embedded one: the forward's digest misses the tier.
   set(_fwd_edited ${CMAKE_CURRENT_BINARY_DIR}/kernels_fwd_edited)
   add_test(NAME nvrtc_backend.kernels_fwd_edited COMMAND sh -c

@@ -395,6 +395,9 @@ TEST_CASE("cache commands: path, stats, list, verify and clear") {
   const std::string local_bad = cache.entry_path(key("cc1d::k<float, 2>"));
   spit(local_bad, slurp(local_bad).substr(0, 100));
   spit(tier_bad, slurp(tier_bad) + "x");
+  // A toolchain's facts file, and files that only look like one: clear removes the first alone.
+  for (const char* f : {"/nvrtc-facts-v1", "/notes-facts-v1.txt", "/.hidden-facts-v1", "/-facts-v1", "/x-facts-v"})
+    spit(local + f, "x");
 
   const std::string path = cache_command_json(CC1D_CACHE_PATH);
   CHECK(path.find("\"command\": \"path\", \"local\": {\"dir\": \"" + local + "\", \"entries_dir\": \"" + local +
@@ -432,6 +435,10 @@ TEST_CASE("cache commands: path, stats, list, verify and clear") {
         std::string::npos);
   CHECK(list_dir(cache.entries_dir()).empty());
   CHECK(access(tier_bad.c_str(), F_OK) == 0);
+  CHECK(clear.find("\"removed_facts\": [\"" + local + "/nvrtc-facts-v1\"]") != std::string::npos);
+  CHECK(access((local + "/nvrtc-facts-v1").c_str(), F_OK) != 0);
+  for (const char* f : {"/notes-facts-v1.txt", "/.hidden-facts-v1", "/-facts-v1", "/x-facts-v"})
+    CHECK_MESSAGE(access((local + f).c_str(), F_OK) == 0, f);
   CHECK_THROWS_WITH_AS(cache_command_json(7), "cc1d_cache_command: command must be 0 (path) .. 4 (clear), got 7", Error);
 }
 

@@ -114,3 +114,67 @@ TEST_CASE("bwd launch from the shipped PTX tier") {
   CHECK(has(r, "\"writes\": 4"));
   CHECK(count("cuModuleLoadData") == 4);
 }
+
+// No NVRTC at all (CAUSAL_CONV1D_NVRTC=none): the tier alone serves the device. Its kernels run
+// and match the reference; a kernel it lacks fails that call alone with CC1D_ERR_UNSUPPORTED
+// (so a caller falls back for it), naming the kernel, the tier and why no NVRTC compiles it;
+// the next call of a held kernel still runs; NVRTC is never loaded.
+TEST_CASE("shipped PTX tier without any NVRTC") {
+  clean_cache_dir();
+  REQUIRE(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0) == CC1D_OK);
+  Problem p(0);
+  ok(p);
+  Problem mixed(0, CC1D_FLOAT16, CC1D_BFLOAT16);  // not in the tier
+  mixed.out.fill_all(NAN);
+  CHECK(mixed.run() == CC1D_ERR_UNSUPPORTED);
+  const std::string m = cc1d_last_error();
+  INFO(m);
+  CHECK(has(m, "has no kernel for cc1d::causal_conv1d_fwd_kernel<cc1d::half_t, cc1d::bf16_t, 4"));
+  CHECK(has(m, "the shipped PTX tier does not hold it"));
+  CHECK(has(m, "CAUSAL_CONV1D_NVRTC=none"));
+  CHECK(m.find('\n') == std::string::npos);
+  bool untouched = true;  // nothing was written
+  const int64_t n = static_cast<int64_t>(mixed.out.storage.size() / 2);  // fp16
+  for (int64_t i = 0; i < n; ++i) untouched &= std::isnan(mixed.out.get(i));
+  CHECK(untouched);
+  Problem bf(0, CC1D_BFLOAT16, CC1D_BFLOAT16, Layout::ChannelLast);
+  ok(bf);
+  const std::string r = report();
+  INFO(r);
+  CHECK(origins(r, "shipped PTX") == 2);
+  CHECK(has(r, "\"usable\": true, \"mode\": \"shipped PTX only\", \"target\": \"sm_90\", \"nvrtc\": \"\""));
+  CHECK(has(r, "\"reason\": \"the shipped PTX tier alone: CAUSAL_CONV1D_NVRTC=none"));
+  CHECK(has(r, "\"nvrtc_candidates\": []"));
+  CHECK_FALSE(nvrtc_mapped());
+}
+
+// No NVRTC, and the driver's JIT refuses the tier's PTX: no kernel at all for the device, so the
+// backend is unavailable there (CC1D_ERR_BACKEND_UNAVAILABLE), with both reasons in one line.
+TEST_CASE("shipped PTX tier refused without any NVRTC") {
+  clean_cache_dir();
+  for (int call = 0; call < 2; ++call) {
+    Problem p(0);
+    CHECK(p.run() == CC1D_ERR_BACKEND_UNAVAILABLE);
+    const std::string m = cc1d_last_error();
+    INFO(m);
+    CHECK(has(m, "the shipped PTX tier was turned off (the CUDA driver's JIT refused the shipped PTX of "));
+    CHECK(has(m, "CAUSAL_CONV1D_NVRTC=none"));
+    CHECK(m.find('\n') == std::string::npos);
+  }
+  CHECK(requested_procs().count("cuLinkCreate") == 1);
+}
+
+// No NVRTC, on a device the tier does not serve (this build's tier holds compute_80 PTX, which
+// does not give sm_100 its own SASS): unusable, and the reason names both.
+TEST_CASE("no NVRTC and no tier") {
+  CHECK(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0) == CC1D_ERR_BACKEND_UNAVAILABLE);
+  const std::string m = cc1d_last_error();
+  INFO(m);
+  CHECK(has(m, "sm_100"));
+  CHECK(has(m, "CAUSAL_CONV1D_NVRTC=none"));
+  CHECK(has(m, "; and the shipped PTX tier cannot serve it: it holds compute_80"));
+  CHECK(m.find('\n') == std::string::npos);
+  Problem p;
+  CHECK(p.run() == CC1D_ERR_BACKEND_UNAVAILABLE);
+  CHECK(has(report(), "\"index\": 0, \"sm\": 100, \"usable\": false"));
+}

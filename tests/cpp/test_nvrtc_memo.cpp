@@ -15,6 +15,7 @@
 
 #include "cache_test_util.h"
 #include "core/error.h"
+#include "jit/cache_fs.h"
 #include "nvrtc/nvrtc_lib.h"
 #include "nvrtc/nvrtc_memo.h"
 
@@ -65,6 +66,8 @@ struct Copies {
 };
 
 }  // namespace
+
+TEST_CASE("the memo's file is one that `cache clear` removes") { CHECK(is_facts_file(NvrtcMemo::kFileName)); }
 
 TEST_CASE("a remembered NVRTC is not loaded by discovery, and loads as remembered on its first use") {
   Copies c;
@@ -136,7 +139,7 @@ TEST_CASE("a memo whose facts the library contradicts is caught when the library
     CHECK(has(msg, c.v13));
     CHECK(has(msg, "it is now NVRTC 13.0"));
     CHECK(has(msg, NvrtcMemo::kFileName));
-    CHECK(has(msg, "Delete that file"));
+    CHECK(has(msg, "Run `causal-conv1d cache clear` (or delete that file)"));
   }
 }
 

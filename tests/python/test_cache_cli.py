@@ -134,9 +134,16 @@ def test_verify_stats_and_clear_on_the_local_cache(tmp_path, run, nvrtc):
     assert run("cache", "verify", **env)[0] == 0
     rc, stdout, _ = run("cache", "stats", **env)
     assert rc == 0 and "entries" in stdout and re.search(rf"local  read-write +{n - 1}\b", stdout)
+    facts = local / "nvrtc-facts-v1"  # NVRTC's facts (nvrtc_memo.h) go with the kernels
+    facts.write_text("x")
     res = _json(run, "cache", "clear", **env)
     assert res["local"]["removed"] == n - 1 and res["local"]["entries"] == 0
+    assert res["local"]["removed_facts"] == [str(facts)] and not facts.exists()
     assert not list((local / "kernels-v3").glob("*.cc1dbin"))
+    facts.write_text("x")
+    rc, stdout, _ = run("cache", "clear", **env)
+    assert rc == 0 and stdout.strip().endswith(f"removed 0 file(s), 0.0 kB, and {facts}"), stdout
+    assert not facts.exists()
 
 
 def test_an_untrusted_cache_directory_is_reported(tmp_path, run, caplog):

@@ -87,6 +87,27 @@ def test_fake_gpu_is_reported_and_passes_its_self_test(fake_driver, nvrtc, tmp_p
     assert any(l.startswith("  device 1: ") and "shipped PTX tier" in l for l in out.splitlines())
 
 
+def test_the_shipped_ptx_tier_alone_serves_a_gpu_without_nvrtc(fake_driver, lib, tmp_path):
+    if not lib.report()["backends"]["nvrtc"]["ptx_tier"]["kernels"]:
+        pytest.skip("this libcc1d was built without the shipped PTX tier")
+    env = fake_env(fake_driver, tmp_path, CAUSAL_CONV1D_NVRTC="none")
+    rc, out, err = doctor("--json", env=env)
+    r = strict_json(out)
+    _doctor.validate(r)
+    assert rc == 0 and r["ok"], out + err
+    assert r["nvrtc"]["candidates"] == []
+    dev = r["nvrtc"]["devices"][0]
+    assert dev["usable"] and dev["mode"] == "shipped PTX only" and dev["target"] == "sm_90" and not dev["nvrtc"]
+    assert dev["reason"].startswith("the shipped PTX tier alone: CAUSAL_CONV1D_NVRTC=none")
+    t = next(t for t in r["self_test"] if t["device"] == "cuda:0")
+    assert t["backend"] == "nvrtc" and t["passed"] and 0 < t["max_abs_error"] <= t["tolerance"] * 10, t
+    rc, out, _ = doctor(env=env)
+    assert rc == 0
+    assert any(l.startswith("  device 0: shipped PTX only sm_90 (the shipped PTX tier alone: ")
+               for l in out.splitlines()), out
+    assert any(l.startswith("cuda:0") and "nvrtc; self-test passed" in l for l in out.splitlines()), out
+
+
 def test_a_failing_self_test_fails_the_doctor(fake_driver, nvrtc, tmp_path):
     # The fake accepts launches but runs none: the poisoned output stays NaN.
     rc, out, _ = doctor(env=fake_env(fake_driver, tmp_path, CC1D_FAKE_EXECUTE="0"))

@@ -71,7 +71,9 @@
  *                              at once (multiprocessors x cuOccupancyMaxActiveBlocksPerMultiprocessor);
  *                              1 is a persistent grid. Same results; for measuring. Read on
  *                              every call; a bad value: one warning, and 0.
- *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first.
+ *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first; "none": no NVRTC is searched
+ *                              for, so kernels come only from the caches and the shipped PTX
+ *                              tier (as on a node without NVRTC).
  *  - CAUSAL_CONV1D_NVRTC_SEARCH_PATH  colon-separated roots searched for NVRTC (each root
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).
  *  - CAUSAL_CONV1D_CUDA_DRIVER path of the libcuda to load instead of libcuda.so.1 (tests).
@@ -81,7 +83,9 @@
  *                              driver's JIT turns into a cubin at a first call in about a third of
  *                              an NVRTC compile) and compiles every kernel with NVRTC. Default on;
  *                              the report's "ptx_tier" says what it holds and, per device, whether
- *                              it serves it and why not.
+ *                              it serves it and why not. A device with no usable NVRTC that the
+ *                              tier covers runs the tier's kernels alone (report mode "shipped PTX
+ *                              only"): a call needing another fails with CC1D_ERR_UNSUPPORTED.
  *  - CAUSAL_CONV1D_CACHE_DIR   the local compiled-kernel cache (default $XDG_CACHE_HOME or
  *                              ~/.cache, then /causal-conv1d/kernels); "off" disables it. See
  *                              "Kernel cache" below.
@@ -124,8 +128,8 @@
  *    process whose kernels all come from a cache or the shipped PTX tier never maps NVRTC (about
  *    100 MB; 4-6 ms warm, 26-84 ms from a cold page cache). Same trust rule as the entries; a
  *    changed file is asked again; a library that answers otherwise than its facts when loaded
- *    fails that compile with CC1D_ERR_BACKEND_UNAVAILABLE (delete the file). Kept only with a
- *    local cache; cc1d_report's nvrtc_candidates say "loaded" for each.
+ *    fails that compile with CC1D_ERR_BACKEND_UNAVAILABLE (CC1D_CACHE_CLEAR deletes the
+ *    file). Kept only with a local cache; cc1d_report's nvrtc_candidates say "loaded" for each.
  */
 #ifndef CC1D_CC1D_H
 #define CC1D_CC1D_H
@@ -452,7 +456,7 @@ typedef enum cc1d_cache_cmd {
   CC1D_CACHE_STATS = 1,  /* entries, bytes, temp files; hits, misses, corrupt, writes, evictions */
   CC1D_CACHE_LIST = 2,   /* every entry: key, file, bytes, mtime, kernel, target, compiler, ok */
   CC1D_CACHE_VERIFY = 3, /* checks every entry; removes bad local ones (tiers: reported only) */
-  CC1D_CACHE_CLEAR = 4   /* removes every local entry (tiers are never written) */
+  CC1D_CACHE_CLEAR = 4   /* removes every local entry and NVRTC's facts (tiers are never written) */
 } cc1d_cache_cmd;
 
 /* Arguments of cc1d_precompile. Each list is a pointer and a count; NULL (or count 0) means

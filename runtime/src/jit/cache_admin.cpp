@@ -110,6 +110,13 @@ std::string place_json(const Place& p, int command, const StatCounts& counters, 
     j += ", \"ok\": " + num(ok) + ", \"bad\": " + num(bad) + ", \"items\": [" + items + "]";
   if (command == CC1D_CACHE_VERIFY || command == CC1D_CACHE_CLEAR)
     j += ", \"removed\": " + num(removed) + ", \"removed_bytes\": " + num(removed_bytes);
+  if (command == CC1D_CACHE_CLEAR && p.local) {
+    std::string facts;
+    if (manage)
+      for (const std::string& f : facts_files(p.dir))
+        if (unlink(f.c_str()) == 0) facts += std::string(facts.empty() ? "" : ", ") + json_quote(f);
+    j += ", \"removed_facts\": [" + facts + "]";
+  }
   return j + "}";
 }
 

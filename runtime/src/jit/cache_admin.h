@@ -7,8 +7,8 @@
 //  list    every entry: key, file, bytes, mtime, kernel, target, compiler, whether it verifies
 //  verify  checks every entry; bad local entries (and temp files of killed writers) are
 //          removed, bad tier entries are reported only: a tier is never written
-//  clear   removes every local entry and abandoned temp file (tiers are untouched; the lock
-//          and stats files stay)
+//  clear   removes every local entry and abandoned temp file, and the toolchains' facts files
+//          (cache_fs.h, is_facts_file); tiers are untouched, the lock and stats files stay
 // verify and clear act on a local cache in a usable state only (read-write or full).
 #pragma once
 #include <string>

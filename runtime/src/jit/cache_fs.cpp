@@ -130,6 +130,22 @@ std::vector<DirFile> list_dir(const std::string& dir) {
   return out;
 }
 
+bool is_facts_file(const std::string& name) {
+  const size_t at = name.rfind("-facts-v");
+  if (at == 0 || at == std::string::npos || at + 8 == name.size() || name[0] == '.') return false;
+  return name.find_first_not_of("0123456789", at + 8) == std::string::npos;
+}
+
+std::vector<std::string> facts_files(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d))
+    if (is_facts_file(e->d_name)) out.push_back(dir + "/" + e->d_name);
+  closedir(d);
+  return out;
+}
+
 bool temp_abandoned(const DirFile& f, time_t now) {
   if (!f.temp || now - f.mtime.tv_sec < kTempMinAgeSeconds) return false;
   const int fd = ::open(f.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);

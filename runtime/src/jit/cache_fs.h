@@ -48,6 +48,13 @@ struct DirFile {
 // listed). Empty when dir does not exist.
 std::vector<DirFile> list_dir(const std::string& dir);
 
+// A file in the cache's own directory (beside the entries directory) where a toolchain keeps
+// what it learnt about its compilers: "<tool>-facts-v<N>" (nvrtc_memo.h). Not kernels, but
+// `cache clear` removes them too, so that the next process asks the compilers again.
+bool is_facts_file(const std::string& name);
+// The paths of those in `dir`.
+std::vector<std::string> facts_files(const std::string& dir);
+
 // A temp file whose writer is gone (killed): nobody holds its lock, and it is older than a
 // minute (a live writer locks it at creation and renames it right after closing it).
 bool temp_abandoned(const DirFile& f, time_t now);

@@ -211,7 +211,8 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
       const Producer p = tc_->producer(dev, src, names[i]);
       prebuilt[i] = p.prebuilt;
       // The device compiler's own image, when a cache holds it (a precompiled tier), comes first.
-      if (!p.prebuilt.empty() && cache_->load(key(names[i], own), &images[i], &origins[i], false)) {
+      if (!p.prebuilt.empty() && !own.compiler.empty() &&
+          cache_->load(key(names[i], own), &images[i], &origins[i], false)) {
         prebuilt[i].clear();
         continue;
       }
@@ -227,7 +228,9 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
       for (size_t i = 0; i < names.size(); ++i)
         turned_off |= !prebuilt[i].empty() && tc_->producer(dev, src, names[i]).prebuilt.empty();
       if (attempt > 0 || !turned_off) throw;
-      log_line(CC1D_LOG_WARN, "{} backend: {}; compiling with {} instead", backend_name(id_), e.what(), dev.compiler);
+      // (A device with no compiler fails the retry with a message that holds this one.)
+      if (!own.compiler.empty())
+        log_line(CC1D_LOG_WARN, "{} backend: {}; compiling with {} instead", backend_name(id_), e.what(), dev.compiler);
     }
   }
   std::vector<void*> fns;

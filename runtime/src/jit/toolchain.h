@@ -25,7 +25,9 @@ struct JitDevice {
   bool usable = false;
   std::string reason;                // why this target, or (when !usable) why none
   std::string target;                // e.g. "sm_90" (an exact binary) or "compute_90" (portable IR)
-  std::string compiler;              // the compiler's identity, part of every cache key: "NVRTC 13.0"
+  // The compiler's identity, part of every cache key: "NVRTC 13.0"; "" on a device that a
+  // prebuilt tier alone serves (Toolchain::producer names the tier, compile() refuses the rest).
+  std::string compiler;
   std::vector<std::string> options;  // the exact compile options, part of every cache key
 };
 

@@ -120,6 +120,10 @@ void add_nvrtc_search_roots(const std::vector<std::string>& roots) {
 NvrtcSearchConfig default_nvrtc_search() {
   NvrtcSearchConfig c;
   if (const char* p = std::getenv("CAUSAL_CONV1D_NVRTC"); p != nullptr && *p != '\0') c.explicit_path = p;
+  if (c.explicit_path == "none") {
+    c.disabled = true;
+    return c;
+  }
   c.loaded_sonames = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
   {
     std::lock_guard<std::mutex> lock(g_roots_mu);
@@ -219,7 +223,8 @@ std::shared_ptr<NvrtcLib> load_nvrtc(const NvrtcCandidate& c) {
   if (!why.empty())
     fail(CC1D_ERR_BACKEND_UNAVAILABLE, "NVRTC " + c.facts.path + " (" + c.facts.origin + "), chosen from the facts "
          "remembered in " + NvrtcMemo::kFileName + " of the kernel cache's directory, does not load as they say: " +
-         why + ". Delete that file, or set CAUSAL_CONV1D_NVRTC to the NVRTC to use");
+         why + ". Run `causal-conv1d cache clear` (or delete that file), or set CAUSAL_CONV1D_NVRTC to the NVRTC "
+         "to use");
   return now.lib;
 }
 
@@ -261,6 +266,10 @@ std::vector<NvrtcCandidate> discover_nvrtc(const NvrtcSearchConfig& cfg, std::ve
              c.lib == nullptr && c.facts.load_error.empty() ? " (remembered; not loaded)" : "");
     out.push_back(std::move(c));
   };
+  if (cfg.disabled) {
+    if (not_found != nullptr) not_found->push_back(kNoNvrtcReason);
+    return out;
+  }
   if (!cfg.explicit_path.empty()) consider(cfg.explicit_path, "CAUSAL_CONV1D_NVRTC", false);
   for (const auto& soname : cfg.loaded_sonames) {
     std::shared_ptr<DynLib> lib = DynLib::open_loaded(soname);

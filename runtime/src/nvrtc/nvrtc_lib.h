@@ -64,6 +64,7 @@ struct NvrtcCandidate {
 // Where to look, in this order. Each field can be emptied, so tests can search only a tree
 // of fake libraries.
 struct NvrtcSearchConfig {
+  bool disabled = false;                   // CAUSAL_CONV1D_NVRTC=none: nothing is searched
   std::string explicit_path;               // CAUSAL_CONV1D_NVRTC
   std::vector<std::string> loaded_sonames; // RTLD_NOLOAD probes (an NVRTC torch already loaded)
   // Roots such as site-packages: each root itself, root/nvidia/cu13/lib and
@@ -76,8 +77,10 @@ struct NvrtcSearchConfig {
 // The default search: CAUSAL_CONV1D_NVRTC; loaded libnvrtc.so.13/.12/.11.2; the roots added by
 // add_nvrtc_search_roots(), then CAUSAL_CONV1D_NVRTC_SEARCH_PATH (':'-separated), then the
 // site-packages holding this libcc1d; $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64;
-// then the sonames libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so.11.2.
+// then the sonames libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so.11.2. CAUSAL_CONV1D_NVRTC=none
+// searches nothing (kNoNvrtcReason): kernels then come only from the caches and the shipped PTX tier.
 NvrtcSearchConfig default_nvrtc_search();
+constexpr const char* kNoNvrtcReason = "CAUSAL_CONV1D_NVRTC=none: no NVRTC is searched for";
 
 // Roots (e.g. torch's site-packages) consulted by default_nvrtc_search(). Thread-safe; only
 // affects discoveries that start afterwards.

@@ -25,6 +25,9 @@ namespace cc1d {
 
 namespace {
 
+// The report's mode of a device that the shipped PTX tier alone serves (no usable NVRTC).
+constexpr const char* kTierOnlyMode = "shipped PTX only";
+
 struct DeviceChoice {
   NvrtcChoice choice;        // choice.index: the candidate of its NVRTC
   std::string tier_refusal;  // "" when the shipped PTX tier serves the device
@@ -76,6 +79,7 @@ class NvrtcToolchain final : public Toolchain {
     }
     if (!todo.empty()) {
       const NvrtcChoice& c = choices_[dev.ordinal].choice;
+      if (!c.ok) no_compiler(dev, todo);
       // NVRTC may call the driver itself (it dlopen()s libcuda): relaxed for a first use inside a
       // capture too, as for the load below.
       std::optional<RelaxedCaptureGuard> relaxed;
@@ -100,8 +104,8 @@ class NvrtcToolchain final : public Toolchain {
     if (offline_) fail(CC1D_ERR_INTERNAL, "an offline toolchain (precompile) cannot load " + name);
     const NvrtcChoice& ch = choices_[dev.ordinal].choice;
     const std::string what = std::string(ch.kind == CodeKind::Cubin ? "cubin " : "PTX ") + dev.target + " from " +
-                             dev.compiler + " on device " + std::to_string(dev.ordinal) + " (" + dev.name +
-                             ", sm_" + std::to_string(dev.arch) + ")";
+                             (ch.ok ? dev.compiler : "the shipped PTX tier") + " on device " +
+                             std::to_string(dev.ordinal) + " (" + dev.name + ", sm_" + std::to_string(dev.arch) + ")";
     if (ch.kind == CodeKind::Cubin && cubin_sm(image.image.data(), image.image.size()) != dev.arch)
       fail(CC1D_ERR_INTERNAL, "kernel image for " + name + " names sm_" +
                                   std::to_string(cubin_sm(image.image.data(), image.image.size())) + ", expected " + what);
@@ -186,10 +190,10 @@ class NvrtcToolchain final : public Toolchain {
     for (size_t i = 0; i < devices_.size(); ++i) {
       const JitDevice& d = devices_[i];
       const DeviceChoice& dc = choices_[i];
-      const NvrtcFacts* nv = d.usable ? &candidates_[dc.choice.index].facts : nullptr;
+      const NvrtcFacts* nv = dc.choice.ok ? &candidates_[dc.choice.index].facts : nullptr;
       j += std::string(i ? ", " : "") + "{\"index\": " + std::to_string(d.ordinal) + ", \"sm\": " +
            std::to_string(d.arch) + ", \"usable\": " + (d.usable ? "true" : "false") +
-           ", \"mode\": " + json_quote(d.usable ? code_kind_name(dc.choice.kind) : "") +
+           ", \"mode\": " + json_quote(nv ? code_kind_name(dc.choice.kind) : d.usable ? kTierOnlyMode : "") +
            ", \"target\": " + json_quote(d.target) +
            ", \"nvrtc\": " + json_quote(nv ? nv->path : "") +
            ", \"nvrtc_version\": " + json_quote(nv ? nv->version_string() : "") +
@@ -206,6 +210,7 @@ class NvrtcToolchain final : public Toolchain {
     for (const auto& c : candidates_) facts.push_back(c.facts);
     DeviceChoice dc;
     dc.choice = choose_nvrtc(facts, driver_version, sm, torch_major);
+    if (!dc.choice.ok && no_nvrtc_search_) dc.choice.reason = kNoNvrtcReason;
     JitDevice d;
     d.ordinal = ordinal;
     d.name = name;
@@ -219,8 +224,16 @@ class NvrtcToolchain final : public Toolchain {
       d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, nv);
     }
     dc.tier_refusal = offline_ ? "precompile compiles with NVRTC (the tier needs a driver)"
-                      : !dc.choice.ok ? "unused: the device has no NVRTC for the kernels the tier lacks"
-                                      : shipped_ptx_tier().refusal(sm, driver_version);
+                               : shipped_ptx_tier().refusal(sm, driver_version);
+    if (!dc.choice.ok && dc.tier_refusal.empty()) {
+      // No NVRTC, but the tier serves the device: its kernels run, a call that needs another
+      // fails with CC1D_ERR_UNSUPPORTED (compile()) and so falls back alone.
+      d.usable = true;
+      d.target = "sm_" + std::to_string(sm);
+      d.reason = "the shipped PTX tier alone: " + dc.choice.reason;
+    } else if (!dc.choice.ok && !offline_) {
+      d.reason += "; and the shipped PTX tier cannot serve it: " + dc.tier_refusal;
+    }
     log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}; shipped PTX tier: {}", ordinal, name, sm,
              dc.choice.reason, dc.tier_refusal.empty() ? "serves it" : dc.tier_refusal);
     devices_.push_back(d);
@@ -247,7 +260,9 @@ class NvrtcToolchain final : public Toolchain {
   void discover(bool memo = false) {
     std::call_once(discover_once_, [this, memo] {
       NvrtcMemo m(memo ? CacheConfig::default_dir() : "");
-      candidates_ = discover_nvrtc(default_nvrtc_search(), &not_found_, memo ? &m : nullptr);
+      const NvrtcSearchConfig search = default_nvrtc_search();
+      no_nvrtc_search_ = search.disabled;
+      candidates_ = discover_nvrtc(search, &not_found_, memo ? &m : nullptr);
     });
   }
   std::shared_ptr<NvrtcLib> nvrtc_of(const JitDevice& dev) {
@@ -264,6 +279,21 @@ class NvrtcToolchain final : public Toolchain {
     if (!dc.tier_refusal.empty()) return nullptr;
     std::lock_guard<std::mutex> lock(tier_mu_);
     return dc.tier_failure.empty() ? shipped_ptx_tier().find(sources.hash, name, dev.arch, driver().version()) : nullptr;
+  }
+
+  // A device the tier alone serves, asked for kernels it does not hold (or after the driver
+  // refused its PTX): that call falls back, or, once the tier is off, every call does.
+  [[noreturn]] void no_compiler(const JitDevice& dev, const std::vector<std::string>& names) {
+    const DeviceChoice& dc = choices_[dev.ordinal];
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::lock_guard<std::mutex> lock(tier_mu_);
+    const bool off = !dc.tier_failure.empty();
+    fail(off ? CC1D_ERR_BACKEND_UNAVAILABLE : CC1D_ERR_UNSUPPORTED,
+         "device " + std::to_string(dev.ordinal) + " (" + dev.name + ", sm_" + std::to_string(dev.arch) + ") has " +
+             (off ? "no kernels: the shipped PTX tier was turned off (" + dc.tier_failure + ")"
+                  : "no kernel for " + list + ": the shipped PTX tier does not hold it") +
+             ", and NVRTC cannot compile it: " + dc.choice.reason);
   }
 
   // The report's word on the tier for a device: "serves", why not, or why it was turned off.
@@ -300,6 +330,7 @@ class NvrtcToolchain final : public Toolchain {
   std::vector<NvrtcCandidate> candidates_;  // lib under nvrtc_mu_
   std::mutex nvrtc_mu_;
   std::vector<std::string> not_found_;
+  bool no_nvrtc_search_ = false;  // CAUSAL_CONV1D_NVRTC=none
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
   std::mutex tier_mu_;
