@@ -3,6 +3,7 @@
 // and writes them out for static analysis (bench/sass_profile.py reads them).
 //
 //   kernel_cubins --out DIR [--arch 80,90,100] [--profile-set [--match TEXT] | name-expression ...]
+//   (--match "A|B": the families whose label contains A or B)
 // --profile-set: one variant per kernel family (each op's paths x each x dtype, width 4, weight
 // of x's dtype), labelled "fwd time_vec bf16", or those whose label contains TEXT; without names
 // or it: every kernel of every op.
@@ -112,9 +113,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!match.empty()) {
+    // "A|B": a label containing any of the alternatives.
+    std::vector<std::string> alternatives;
+    for (size_t at = 0;;) {
+      const size_t bar = match.find('|', at);
+      alternatives.push_back(match.substr(at, bar - at));
+      if (bar == std::string::npos) break;
+      at = bar + 1;
+    }
     std::vector<Variant> kept;
     for (const Variant& v : names)
-      if (v.label.find(match) != std::string::npos) kept.push_back(v);
+      for (const std::string& a : alternatives)
+        if (v.label.find(a) != std::string::npos) {
+          kept.push_back(v);
+          break;
+        }
     names = kept;
     if (names.empty()) {
       std::fprintf(stderr, "kernel_cubins: no kernel family matches '%s'\n", match.c_str());

@@ -267,7 +267,7 @@ def check(rows, budget, archs, match):
     errors = []
     by_key = {(r["label"], r["arch"]): r["profile"] for r in rows}
     for label, rule in budget["families"].items():
-        if match and match not in label:
+        if match and not any(m in label for m in match.split("|")):
             continue
         for arch_s, max_per_output in rule["max_loop_instr_per_output"].items():
             arch = int(arch_s)
@@ -292,7 +292,7 @@ def check(rows, budget, archs, match):
             # kernel) stand in for loads in it.
             ahead = rule.get("loads_ahead", 0)
             loads_ok = loop["ldg128"] >= 1 or (ahead and p["loads"].get(16, 0) >= ahead)
-            if not loads_ok or loop["stg128"] < 1:
+            if rule.get("vector", True) and (not loads_ok or loop["stg128"] < 1):
                 errors.append(f"{where}: lost its 16-byte accesses (loop has {loop['ldg128']} LDG.128, "
                               f"{loop['stg128']} STG.128; kernel {p['loads'].get(16, 0)} LDG.128)")
             if loop["per_output"] > max_per_output:
@@ -305,7 +305,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tool", required=True, help="path of the kernel_cubins executable")
     ap.add_argument("--arch", default="80,90,100")
-    ap.add_argument("--match", help="only the families whose label contains this text (e.g. _vec)")
+    ap.add_argument("--match", help="only the families whose label contains this text (e.g. _vec; A|B: either)")
     ap.add_argument("--check", help="budget JSON: fail when a budgeted family breaks it")
     ap.add_argument("--results", help="markdown file whose profile table (between markers) is rewritten")
     ap.add_argument("--json", help="also write the raw profile here")

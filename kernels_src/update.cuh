@@ -45,39 +45,51 @@ __global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(co
     // Circular: token 0 goes to `head`, and the window before it ends there; shift mode: the
     // window is the state's last W-1 entries.
     const long long head = p.cache_seqlens ? update_ring_head(cache, sl) : sl;
-    // win[k] holds x at time k-(W-1) relative to the current token; the last slot is the token.
-    float win[W];
+    // The window: the W-1 state entries before token 0, as stored.
+    TX last[W > 1 ? W - 1 : 1];
     for (int i = 0; i < W - 1; ++i) {
       long long pos = head - (W - 1) + i;
       if (pos < 0) pos += sl;
-      win[i] = to_float(state[pos * ss]);
+      last[i] = state[pos * ss];
     }
+    if (!p.cache_seqlens) {
+      // Shift mode: concat(state, x)[-state_len:], in place. Entry i takes old entry i + seqlen
+      // while that exists: those below the window move in memory, in ascending order (each read
+      // before it is overwritten), the window's are written from registers (a decode step's
+      // whole shift, with no load waiting on a store); the token loop writes the rest. Nothing
+      // after this reads the state.
+#pragma unroll 1
+      for (long long i = 0; i < sl - (W - 1) - p.seqlen; ++i) state[i * ss] = state[(i + p.seqlen) * ss];
+      for (int k = 0; k < W - 1; ++k) {
+        const long long i = sl - (W - 1) + k - p.seqlen;
+        if (i >= 0) state[i * ss] = last[k];
+      }
+    }
+    // win[k] holds x at time k-(W-1) relative to the current token; the last slot is the token.
+    float win[W];
+    for (int i = 0; i < W - 1; ++i) win[i] = to_float(last[i]);
     // Loops over runtime counts stay rolled: a decode step has one token, and unrolled copies
     // would only add code (and compile time).
+    // Where token t goes in the state (`at`, and sp = state + at * ss): its ring position, in
+    // order (a later one overwrites an earlier one), or sl - seqlen + t in shift mode (a token
+    // that falls off the front is not written; `at` reaches sl there only after the last
+    // token). The window was read before the loop, so no token reads what another wrote.
+    // Pointers move by increments: products of 64-bit strides would cost 5 instructions each.
+    long long at = p.cache_seqlens ? head : sl - p.seqlen;
+    TX* sp = state + (at > 0 ? at : 0) * ss;
+    const TX* xp = x;
+    TX* op = out;
 #pragma unroll 1
-    for (long long t = 0; t < p.seqlen; ++t) {
-      win[W - 1] = to_float(x[t * xs]);
+    for (long long t = 0; t < p.seqlen; ++t, xp += xs, op += os) {
+      const TX xt = *xp;
+      win[W - 1] = to_float(xt);
       float acc = bias;
       for (int k = 0; k < W; ++k) acc += w[k] * win[k];
       if (p.silu) acc = silu(acc);
-      out[t * os] = from_float<TX>(acc);
+      *op = from_float<TX>(acc);
+      if (at >= 0) *sp = xt, sp += ss;
+      if (++at == sl) at = 0, sp = state;
       for (int k = 0; k < W - 1; ++k) win[k] = win[k + 1];
-    }
-    if (p.cache_seqlens) {
-      // Each token at its ring position, in order (a later one overwrites an earlier one).
-      long long pos = head;
-#pragma unroll 1
-      for (long long t = 0; t < p.seqlen; ++t) {
-        state[pos * ss] = x[t * xs];
-        pos = pos + 1 == sl ? 0 : pos + 1;
-      }
-    } else {
-      // concat(state, x)[-state_len:], in place: shift left by seqlen, then append.
-      const long long keep = sl > p.seqlen ? sl - p.seqlen : 0;
-#pragma unroll 1
-      for (long long i = 0; i < keep; ++i) state[i * ss] = state[(i + p.seqlen) * ss];
-#pragma unroll 1
-      for (long long i = keep; i < sl; ++i) state[i * ss] = x[(p.seqlen - (sl - i)) * xs];
     }
   }
 }
