@@ -38,7 +38,8 @@
 #   kernels at the benchmarks' shapes (--clock-control none: the card's clocks are left alone);
 #   the forward again with a persistent grid (CAUSAL_CONV1D_GRID_WAVES=1); cold compile times per
 #   variant with the driver's JIT cache off. first_calls (after the benchmarks): cold first calls
-#   from the shipped PTX tier against NVRTC, each in a fresh process and cache.
+#   from the shipped PTX tier against NVRTC and against the tier with no NVRTC, each in a fresh
+#   process and cache.
 # --rehearse checks the script on a machine without a GPU: the benchmarks run --quick on the cpu
 # backend and the GPU-only tools are skipped.
 set -uo pipefail
@@ -126,8 +127,9 @@ elif ! step gate 90 env CAUSAL_CONV1D_STRICT=1 "$PY" -m causal_conv1d demo --dev
 fi
 step gpu_fwd 120 "$PY" bench/gpu_fwd.py "${BENCH[@]}"
 step gpu_bwd 120 "$PY" bench/gpu_bwd.py "${BENCH[@]}"
-# Cold first calls from the shipped PTX tier and from NVRTC, each in a fresh process and cache.
-step first_calls 120 "$PY" bench/first_call.py $( ((SKIP_GPU_TOOLS)) && echo --device cpu)
+# Cold first calls from the shipped PTX tier, from NVRTC, and from the tier with no NVRTC at all
+# (CAUSAL_CONV1D_NVRTC=none), each in a fresh process and cache, each output checked.
+step first_calls 150 "$PY" bench/first_call.py $( ((SKIP_GPU_TOOLS)) && echo --device cpu)
 # Tuning experiments (bench/kernel_variants.sh), each beside gpu_fwd and gpu_bwd above (the
 # working tree's): fwd_* variants time the forward, bwd_* the backward's vector layouts, base
 # both. Kernel variants are copies of the kernel sources with one knob changed (with

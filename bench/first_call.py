@@ -2,11 +2,13 @@
 
 Each measurement is a fresh process with a fresh kernel cache and the driver's JIT cache off
 (CUDA_CACHE_DISABLE=1), so every first call really builds its kernels: once with
-CAUSAL_CONV1D_PTX_TIER=1 (the driver links the embedded PTX), once with 0 (NVRTC compiles). The
+CAUSAL_CONV1D_PTX_TIER=1 (the driver links the embedded PTX), once with 0 (NVRTC compiles), and
+once with the tier and no NVRTC at all (CAUSAL_CONV1D_NVRTC=none, as on a node without one). The
 cache directory holds the NVRTC facts an earlier process left (nvrtc_memo.h), as on any machine
 after its first process, so a first call from the tier loads no NVRTC. The CUDA context is made
-before the clock starts. Prints a markdown table: per configuration, the
-first call's wall time and each kernel's build time and origin as cc1d_report gives them.
+before the clock starts. Each output is checked against causal_conv1d_ref in float64 (the run
+fails on a mismatch). Prints a markdown table: per configuration, the first call's wall time
+and each kernel's build time and origin as cc1d_report gives them.
 
     CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so python bench/first_call.py [--device cpu]
 
@@ -32,6 +34,7 @@ def child(device: str, dtype: str, layout: str, backward: bool) -> None:
 
     import causal_conv1d
     from causal_conv1d import _lib
+    from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref
 
     dev = torch.device(device)
     torch.zeros(1, device=dev)  # the CUDA context, outside the clock
@@ -51,7 +54,9 @@ def child(device: str, dtype: str, layout: str, backward: bool) -> None:
         torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3
     rep = _lib.library().report()["backends"].get("nvrtc", {})
-    print(json.dumps({"ms": ms, "compiled": rep.get("compiled", [])}))
+    ref = causal_conv1d_ref(x.detach().double(), w.detach().double(), b.detach().double(), activation="silu")
+    err = ((y.detach().double() - ref).abs() / (1 + ref.abs())).max().item()
+    print(json.dumps({"ms": ms, "compiled": rep.get("compiled", []), "err": err}))
 
 
 FACTS = "nvrtc-facts-v1"  # NvrtcMemo::kFileName
@@ -66,18 +71,28 @@ def facts_of(device: str) -> bytes:
         return open(path, "rb").read() if os.path.exists(path) else b""
 
 
-def measure(device: str, dtype: str, layout: str, backward: bool, tier: str, facts: bytes) -> dict:
+# (column, environment): the tier, NVRTC alone, the tier alone.
+MODES = [("shipped PTX", {"CAUSAL_CONV1D_PTX_TIER": "1"}), ("NVRTC", {"CAUSAL_CONV1D_PTX_TIER": "0"}),
+         ("shipped PTX, no NVRTC", {"CAUSAL_CONV1D_PTX_TIER": "1", "CAUSAL_CONV1D_NVRTC": "none"})]
+TOLERANCE = {"bfloat16": 2e-2, "float32": 1e-4}  # relative to 1 + |ref|
+
+
+def measure(device: str, dtype: str, layout: str, backward: bool, mode: dict, facts: bytes) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         if facts:
             fd = os.open(os.path.join(cache, FACTS), os.O_WRONLY | os.O_CREAT, 0o600)
             os.write(fd, facts)
             os.close(fd)
-        env = dict(os.environ, CAUSAL_CONV1D_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1", CAUSAL_CONV1D_PTX_TIER=tier)
+        env = dict(os.environ, CAUSAL_CONV1D_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1", **mode)
         r = subprocess.run([sys.executable, __file__, "--child", device, dtype, layout, str(int(backward))],
                            env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
-        raise SystemExit(f"the child failed ({device} {dtype} {layout} tier={tier}):\n{r.stdout}{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"the child failed ({device} {dtype} {layout} {mode}):\n{r.stdout}{r.stderr}")
+    rec = json.loads(r.stdout.strip().splitlines()[-1])
+    if not rec["err"] <= TOLERANCE[dtype]:
+        raise SystemExit(f"MISMATCH ({device} {dtype} {layout} {mode}): error {rec['err']:.3g} against the "
+                         f"float64 reference, tolerance {TOLERANCE[dtype]}")
+    return rec
 
 
 def kernels(rec: dict) -> str:
@@ -94,11 +109,14 @@ def main() -> None:
     args = ap.parse_args()
     facts = facts_of(args.device)
     print(f"NVRTC facts kept between processes: {'yes' if facts else 'none (no GPU found)'}\n")
-    print("| configuration | first call, shipped PTX ms | first call, NVRTC ms | kernels (shipped PTX) | kernels (NVRTC) |")
-    print("|---|---|---|---|---|")
+    print("| configuration | " + " | ".join(f"first call, {m} ms" for m, _ in MODES) + " | " +
+          " | ".join(f"kernels ({m})" for m, _ in MODES) + " |")
+    print("|---|" + "---|" * 2 * len(MODES))
     for name, dtype, layout, backward in CONFIGS:
-        tier, nvrtc = (measure(args.device, dtype, layout, backward, t, facts) for t in ("1", "0"))
-        print(f"| {name} | {tier['ms']:.1f} | {nvrtc['ms']:.1f} | {kernels(tier)} | {kernels(nvrtc)} |")
+        recs = [measure(args.device, dtype, layout, backward, env, facts) for _, env in MODES]
+        print(f"| {name} | " + " | ".join(f"{r['ms']:.1f}" for r in recs) + " | " +
+              " | ".join(kernels(r) for r in recs) + " |")
+    print("\nEvery output matched the float64 reference.")
 
 
 if __name__ == "__main__":
