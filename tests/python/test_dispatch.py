@@ -234,6 +234,27 @@ def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatc
         causal_conv1d_fn(x, w, backend="cpu")
 
 
+def test_call_time_unsupported_falls_back_for_that_call_only(lib, xw, monkeypatch, fresh_dispatch, python_dispatch,
+                                                            packer):
+    """UNSUPPORTED at call time (a device the shipped PTX tier alone serves, asked for a kernel
+    it lacks): that call falls back to aten with one warning, but the backend is not marked
+    broken: every later call asks it again, and once it serves, it is used."""
+    x, w = xw
+    calls = fail_library_calls(lib, monkeypatch, _lib.ERR_UNSUPPORTED,
+                               "simulated: the shipped PTX tier does not hold it")
+    with pytest.warns(CausalConv1dWarning, match="the shipped PTX tier does not hold it"):
+        out = causal_conv1d_fn(x, w)
+    assert served().backend == "aten"
+    assert_matches(out, x, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CausalConv1dWarning)  # the same reason: no second warning
+        causal_conv1d_fn(x, w)
+    assert len(calls) == 2, "an unsupported call is asked again: the next one may be served"
+    monkeypatch.undo()
+    assert_matches(causal_conv1d_fn(x, w), x, w)
+    assert served().backend == "cpu"
+
+
 def test_library_errors_are_not_fallbacks(lib, xw, monkeypatch, fresh_dispatch, python_dispatch, packer):
     """A CUDA/internal error from the library propagates; it is not hidden by a fallback."""
     x, w = xw
