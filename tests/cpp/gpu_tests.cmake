@@ -282,3 +282,15 @@ endfunction()
 cc1d_nvrtc_wheel_tests(12 "${CC1D_NVRTC12}" 12080 "the backward's layouts*,PTX mode*,a syntax error*")
 cc1d_nvrtc_wheel_tests(11 "${CC1D_NVRTC11}" 11080
                        "a representative set*,the backward's layouts*,PTX mode*,a syntax error*" ALL)
+
+# ---- a precompiled tier on a node without NVRTC (its keys from the tier's targets-v1) ----------
+set(_pre ${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/precompiled_tier)
+cc1d_backend_test(precompile_tier "precompile a tier for sm_90" COMPILES ENV CC1D_TEST_TIER_OUT=${_pre}
+                  PROPS FIXTURES_SETUP precompiled_tier)
+set(_node ${_fake} CAUSAL_CONV1D_NVRTC=none CAUSAL_CONV1D_CACHE_PATH=${_pre} "CC1D_FAKE_DEVICES=90,80")
+cc1d_backend_test(precompiled_no_nvrtc "precompiled tier without any NVRTC" ENV ${_node}
+                  PROPS FIXTURES_REQUIRED precompiled_tier)
+if(TARGET cc1d_ptx_pack)  # the shipped PTX tier too: it serves what the precompiled one lacks
+  cc1d_backend_test(precompiled_and_shipped "precompiled tier without any NVRTC" ENV ${_node}
+                    CAUSAL_CONV1D_PTX_TIER=1 CC1D_TEST_SHIPPED=1 PROPS FIXTURES_REQUIRED precompiled_tier)
+endif()

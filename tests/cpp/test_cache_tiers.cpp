@@ -27,6 +27,7 @@
 #include "jit/cache_lock.h"
 #include "jit/cache_stats.h"
 #include "jit/precompile.h"
+#include "jit/tier_targets.h"
 #include "ops/op.h"
 
 using namespace cc1d;
@@ -485,4 +486,38 @@ TEST_CASE("precompile's filters partition every op's variants by width and by el
     CHECK((has_pairs ? single < all.size() : single == all.size()));
     CHECK(filter_variants(all, {}, {}) == all);
   }
+}
+
+TEST_CASE("a precompiled tier's targets: written for its usable devices, read back under the trust rule") {
+  JitDevice cubin{0, "sm_90 (offline)", 90, true, "", "sm_90", "NVRTC 13.0", {"-arch=sm_90", "--use_fast_math"}, 13000};
+  JitDevice ptx{1, "sm_130 (offline)", 130, true, "", "compute_120", "NVRTC 13.0", {"-arch=compute_120"}, 13000};
+  JitDevice old{2, "sm_30 (offline)", 30, false, "no NVRTC supports sm_30", "", "", {}, 0};
+  JitDevice tabbed{3, "sm_80 (offline)", 80, true, "", "sm_80", "NVRTC 13.0", {"-Dx=a\tb"}, 13000};
+  const std::string a = fresh_dir("targets_a"), b = fresh_dir("targets_b"), bad = fresh_dir("targets_bad");
+  for (const std::string& d : {a, b, bad}) REQUIRE(make_dirs(d, 0755));
+  spit(a + "/" + kTierTargetsFile, tier_targets_text({cubin, ptx, old, tabbed}));
+  JitDevice cubin12 = cubin;
+  cubin12.compiler = "NVRTC 12.9";
+  cubin12.min_driver = 12000;
+  spit(b + "/" + kTierTargetsFile, tier_targets_text({cubin12}));
+  spit(bad + "/" + kTierTargetsFile, "not a targets file\n90\tsm_90\tNVRTC 13.0\t13000\n");
+  const std::vector<TierTarget> t = read_tier_targets({a, bad, b, a + "/absent"});
+  REQUIRE(t.size() == 3);  // the unusable device and the option with a tab are not written
+  CHECK(t[0].tier == a);
+  CHECK(t[0].arch == 90);
+  CHECK(t[0].target == "sm_90");
+  CHECK(t[0].compiler == "NVRTC 13.0");
+  CHECK(t[0].min_driver == 13000);
+  CHECK(t[0].options == std::vector<std::string>{"-arch=sm_90", "--use_fast_math"});
+  CHECK(t[1].target == "compute_120");
+  CHECK(t[2].tier == b);
+  // The first tier whose images the driver loads: a CUDA 12.9 driver skips NVRTC 13's cubins.
+  CHECK(find_tier_target(t, 90, 13000) == &t[0]);
+  CHECK(find_tier_target(t, 90, 12090) == &t[2]);
+  CHECK(find_tier_target(t, 90, 11080) == nullptr);
+  CHECK(find_tier_target(t, 130, 13000) == &t[1]);
+  CHECK(find_tier_target(t, 80, 13000) == nullptr);
+  // A file others may write is not trusted: its targets are not read.
+  chmod((a + "/" + kTierTargetsFile).c_str(), 0666);
+  CHECK(read_tier_targets({a}).empty());
 }

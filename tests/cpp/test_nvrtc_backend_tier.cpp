@@ -143,7 +143,7 @@ TEST_CASE("shipped PTX tier without any NVRTC") {
   INFO(r);
   CHECK(origins(r, "shipped PTX") == 2);
   CHECK(has(r, "\"usable\": true, \"mode\": \"shipped PTX only\", \"target\": \"sm_90\", \"nvrtc\": \"\""));
-  CHECK(has(r, "\"reason\": \"the shipped PTX tier alone: CAUSAL_CONV1D_NVRTC=none"));
+  CHECK(has(r, "\"reason\": \"kernels only from the shipped PTX tier: CAUSAL_CONV1D_NVRTC=none"));
   CHECK(has(r, "\"nvrtc_candidates\": []"));
   CHECK_FALSE(nvrtc_mapped());
 }
@@ -172,9 +172,66 @@ TEST_CASE("no NVRTC and no tier") {
   INFO(m);
   CHECK(has(m, "sm_100"));
   CHECK(has(m, "CAUSAL_CONV1D_NVRTC=none"));
-  CHECK(has(m, "; and the shipped PTX tier cannot serve it: it holds compute_80"));
+  CHECK(has(m, "; no precompiled tier holds its arch, and the shipped PTX tier cannot serve it: it holds compute_80"));
   CHECK(m.find('\n') == std::string::npos);
   Problem p;
   CHECK(p.run() == CC1D_ERR_BACKEND_UNAVAILABLE);
   CHECK(has(report(), "\"index\": 0, \"sm\": 100, \"usable\": false"));
+}
+
+// ---- a precompiled tier on a node without NVRTC ------------------------------------------------
+
+// The fleet's build step (with NVRTC): the forward's fp32 width-4 variants for sm_90 into
+// CC1D_TEST_TIER_OUT, with the targets file that a node without NVRTC reads.
+TEST_CASE("precompile a tier for sm_90") {
+  const char* out = std::getenv("CC1D_TEST_TIER_OUT");
+  REQUIRE(out != nullptr);
+  std::filesystem::remove_all(out);
+  const int32_t arch = 90, op = CC1D_OP_FWD, dtype = CC1D_FLOAT32, width = 4;
+  cc1d_precompile_args a{};
+  a.struct_size = sizeof a;
+  a.out_dir = out;
+  a.archs = &arch, a.num_archs = 1;
+  a.ops = &op, a.num_ops = 1;
+  a.dtypes = &dtype, a.num_dtypes = 1;
+  a.widths = &width, a.num_widths = 1;
+  char* manifest = nullptr;
+  REQUIRE_MESSAGE(cc1d_precompile(&a, &manifest) == CC1D_OK, std::string(cc1d_last_error()));
+  cc1d_free(manifest);
+  std::ifstream f(std::string(out) + "/targets-v1");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(has(text, "\n90\tsm_90\tNVRTC "));
+}
+
+// A node with no NVRTC (CAUSAL_CONV1D_NVRTC=none) and that tier (CAUSAL_CONV1D_CACHE_PATH): its
+// sm_90 device takes the tier's keys, so the precompiled kernel loads; a kernel the tier lacks
+// fails that call alone (UNSUPPORTED); its sm_80 device, which no tier covers (the shipped PTX
+// tier is off here), is unusable. CC1D_TEST_SHIPPED=1: the shipped PTX tier is on too, and serves
+// what the precompiled one lacks.
+TEST_CASE("precompiled tier without any NVRTC") {
+  clean_cache_dir();
+  const bool shipped = std::getenv("CC1D_TEST_SHIPPED") != nullptr;
+  REQUIRE(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 0) == CC1D_OK);
+  Problem p(0);
+  ok(p);
+  Problem bf(0, CC1D_BFLOAT16, CC1D_BFLOAT16, Layout::ChannelLast);
+  if (shipped) {
+    ok(bf);
+  } else {
+    CHECK(bf.run() == CC1D_ERR_UNSUPPORTED);
+    const std::string m = cc1d_last_error();
+    INFO(m);
+    CHECK(has(m, "neither its precompiled tier nor the shipped PTX tier holds it"));
+    CHECK(has(m, "CAUSAL_CONV1D_NVRTC=none"));
+    CHECK(cc1d_backend_available(CC1D_BACKEND_NVRTC, CC1D_DEVICE_CUDA, 1) == CC1D_ERR_BACKEND_UNAVAILABLE);
+    CHECK(has(cc1d_last_error(), "no precompiled tier holds its arch, and the shipped PTX tier cannot serve it"));
+  }
+  const std::string r = report();
+  INFO(r);
+  CHECK(occurrences(r, "\"origin\": \"tier ") == 1);
+  CHECK(origins(r, "shipped PTX") == (shipped ? 1 : 0));
+  CHECK(origins(r, "compiled") == 0);
+  CHECK(has(r, "\"usable\": true, \"mode\": \"precompiled\", \"target\": \"sm_90\", \"nvrtc\": \"\""));
+  CHECK(has(r, "\"reason\": \"kernels only from the precompiled tier "));
+  CHECK_FALSE(nvrtc_mapped());
 }

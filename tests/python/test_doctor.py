@@ -98,14 +98,34 @@ def test_the_shipped_ptx_tier_alone_serves_a_gpu_without_nvrtc(fake_driver, lib,
     assert r["nvrtc"]["candidates"] == []
     dev = r["nvrtc"]["devices"][0]
     assert dev["usable"] and dev["mode"] == "shipped PTX only" and dev["target"] == "sm_90" and not dev["nvrtc"]
-    assert dev["reason"].startswith("the shipped PTX tier alone: CAUSAL_CONV1D_NVRTC=none")
+    assert dev["reason"].startswith("kernels only from the shipped PTX tier: CAUSAL_CONV1D_NVRTC=none")
     t = next(t for t in r["self_test"] if t["device"] == "cuda:0")
     assert t["backend"] == "nvrtc" and t["passed"] and 0 < t["max_abs_error"] <= t["tolerance"] * 10, t
     rc, out, _ = doctor(env=env)
     assert rc == 0
-    assert any(l.startswith("  device 0: shipped PTX only sm_90 (the shipped PTX tier alone: ")
+    assert any(l.startswith("  device 0: shipped PTX only sm_90 (kernels only from the shipped PTX tier: ")
                for l in out.splitlines()), out
     assert any(l.startswith("cuda:0") and "nvrtc; self-test passed" in l for l in out.splitlines()), out
+
+
+def test_a_precompiled_tier_serves_a_gpu_without_nvrtc(fake_driver, nvrtc, tmp_path):
+    """A fleet's tier made where NVRTC is, used by a node with none: the device takes the tier's
+    keys (its targets-v1), the self-test's kernel loads from it, and nothing is compiled."""
+    tier = tmp_path / "tier"
+    r = run_python(args=("-m", "causal_conv1d", "precompile", "--out", str(tier), "--arch", "90", "--op", "fwd",
+                         "--dtype", "fp32", "--width", "4", "--jobs", "2"), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = fake_env(fake_driver, tmp_path, CAUSAL_CONV1D_NVRTC="none", CAUSAL_CONV1D_PTX_TIER="0",
+                   CAUSAL_CONV1D_CACHE_PATH=tier)
+    rc, out, err = doctor("--json", env=env)
+    r = strict_json(out)
+    _doctor.validate(r)
+    assert rc == 0 and r["ok"], out + err
+    dev = r["nvrtc"]["devices"][0]
+    assert dev["usable"] and dev["mode"] == "precompiled" and dev["target"] == "sm_90" and not dev["nvrtc"]
+    assert dev["reason"].startswith(f"kernels only from the precompiled tier {tier} (NVRTC ")
+    t = next(t for t in r["self_test"] if t["device"] == "cuda:0")
+    assert t["backend"] == "nvrtc" and t["passed"], t
 
 
 def test_a_failing_self_test_fails_the_doctor(fake_driver, nvrtc, tmp_path):

@@ -84,8 +84,10 @@
  *                              an NVRTC compile) and compiles every kernel with NVRTC. Default on;
  *                              the report's "ptx_tier" says what it holds and, per device, whether
  *                              it serves it and why not. A device with no usable NVRTC that the
- *                              tier covers runs the tier's kernels alone (report mode "shipped PTX
- *                              only"): a call needing another fails with CC1D_ERR_UNSUPPORTED.
+ *                              tier covers runs the tier's kernels (report mode "shipped PTX
+ *                              only"; after those of a precompiled tier of its arch, if any:
+ *                              "precompiled"): a call needing another fails with
+ *                              CC1D_ERR_UNSUPPORTED.
  *  - CAUSAL_CONV1D_CACHE_DIR   the local compiled-kernel cache (default $XDG_CACHE_HOME or
  *                              ~/.cache, then /causal-conv1d/kernels); "off" disables it. See
  *                              "Kernel cache" below.
@@ -493,13 +495,15 @@ CC1D_API cc1d_status cc1d_cache_command(int32_t command, char** json);
  * cc1d_report's nvrtc_candidates, with no driver loaded), each requested op's variants that use
  * only the requested dtypes and widths, in parallel, into out_dir/kernels-v3/ (entries 0644),
  * skipping those already there. The directory is then usable by nodes as a read-only tier
- * (CAUSAL_CONV1D_CACHE_PATH), provided they run the same libcc1d, kernel sources and NVRTC.
- * Writes out_dir/manifest.json (NVRTC per arch, assumptions, every variant with its key, bytes
- * and origin, totals with the throughput) and sets *manifest_json to the same text (release it
- * with cc1d_free). Errors: CC1D_ERR_INVALID_ARGUMENT (a bad list value, an unusable out_dir),
- * CC1D_ERR_BACKEND_UNAVAILABLE (no NVRTC), CC1D_ERR_UNSUPPORTED (an arch no NVRTC found can
- * serve, with the reason), CC1D_ERR_COMPILE (after compiling all other variants: the failed
- * ones are named, and listed under "errors" in the manifest). */
+ * (CAUSAL_CONV1D_CACHE_PATH), provided they run the same libcc1d, kernel sources and NVRTC, or
+ * no usable NVRTC at all: out_dir/targets-v1 gives such a node each arch's target, compiler and
+ * options (its keys; report mode "precompiled"). Writes out_dir/manifest.json (NVRTC per arch,
+ * assumptions, every variant with its key, bytes and origin, totals with the throughput) and sets
+ * *manifest_json to the same text (release it with cc1d_free). Errors: CC1D_ERR_INVALID_ARGUMENT
+ * (a bad list value, an unusable out_dir), CC1D_ERR_BACKEND_UNAVAILABLE (no NVRTC),
+ * CC1D_ERR_UNSUPPORTED (an arch no NVRTC found can serve, with the reason), CC1D_ERR_COMPILE
+ * (after compiling all other variants: the failed ones are named, and listed under "errors" in
+ * the manifest). */
 CC1D_API cc1d_status cc1d_precompile(const cc1d_precompile_args* args, char** manifest_json);
 
 /* Releases a string that libcc1d allocated for the caller (NULL is fine). */

@@ -130,6 +130,29 @@ std::vector<DirFile> list_dir(const std::string& dir) {
   return out;
 }
 
+std::string read_trusted_file(const std::string& dir, const std::string& name, bool root_ok, size_t max_bytes) {
+  std::string why, text;
+  if (check_dir(dir, root_ok, &why) != DirCheck::Ok) return text;
+  const int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return text;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && trust_problem(st, root_ok).empty() &&
+      (size_t)st.st_size <= max_bytes) {
+    text.resize((size_t)st.st_size);
+    if (read(fd, text.data(), text.size()) != (ssize_t)text.size()) text.clear();
+  }
+  close(fd);
+  return text;
+}
+
+std::vector<std::string> split_fields(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) out.push_back(s.substr(start, i - start)), start = i + 1;
+  return out;
+}
+
 bool is_facts_file(const std::string& name) {
   const size_t at = name.rfind("-facts-v");
   if (at == 0 || at == std::string::npos || at + 8 == name.size() || name[0] == '.') return false;

@@ -29,6 +29,14 @@ DirCheck check_dir(const std::string& path, bool root_ok, std::string* why);
 // errno set on failure.
 bool make_dirs(const std::string& path, mode_t mode);
 
+// The text of a small file beside the entries (dir/name) under the trust rule (the directory
+// and the regular file, not followed if a symlink), or "" when it is absent, untrusted or over
+// max_bytes.
+std::string read_trusted_file(const std::string& dir, const std::string& name, bool root_ok, size_t max_bytes);
+
+// s cut at each `sep` (n separators give n + 1 fields).
+std::vector<std::string> split_fields(const std::string& s, char sep);
+
 // Writes dir/name through a unique temp file in dir (".<name>.tmp.XXXXXX"), locked while it
 // is written so a scan can tell a live writer from a killed one: mode, write, fsync and close
 // are checked before the rename. Returns 0, or the errno of the step that failed (the temp

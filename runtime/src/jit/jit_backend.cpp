@@ -230,7 +230,8 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
       if (attempt > 0 || !turned_off) throw;
       // (A device with no compiler fails the retry with a message that holds this one.)
       if (!own.compiler.empty())
-        log_line(CC1D_LOG_WARN, "{} backend: {}; compiling with {} instead", backend_name(id_), e.what(), dev.compiler);
+        log_line(CC1D_LOG_WARN, "{} backend: {}; using {}'s kernels instead", backend_name(id_), e.what(),
+                 dev.compiler);
     }
   }
   std::vector<void*> fns;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "jit/tier_targets.h"
 #include "core/log.h"
 #include "jit/cache_fs.h"
 #include "jit/image_cache.h"
@@ -197,9 +198,10 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
       fixed_text(cpu_s, 3) + ", \"variants_per_cpu_s\": " + fixed_text(compiled / std::max(cpu_s, 1e-9), 3) + ", \"jobs\": " +
       std::to_string(threads) + ", \"variants_per_s\": " + fixed_text(per_s, 3) + ", \"variants_per_s_per_core\": " +
       fixed_text(per_s / threads, 3) + "}}";
-  const int err = write_file_atomic(req.out_dir, "manifest.json", manifest + "\n", 0644);
-  if (err != 0)
-    fail(CC1D_ERR_INTERNAL, "precompile: writing " + req.out_dir + "/manifest.json failed: " + std::strerror(err));
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"manifest.json", manifest + "\n"},
+                                    {kTierTargetsFile, tier_targets_text(tc.devices())}})
+    if (const int err = write_file_atomic(req.out_dir, name, text, 0644))
+      fail(CC1D_ERR_INTERNAL, "precompile: writing " + req.out_dir + "/" + name + " failed: " + std::strerror(err));
   if (cache.state() != "read-write")
     fail(CC1D_ERR_INTERNAL, "precompile: the output directory " + req.out_dir + " became " + cache.state() +
                                 " while entries were written (see the warning above); the output is incomplete");

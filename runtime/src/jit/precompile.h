@@ -1,6 +1,7 @@
 // precompile.h — `causal-conv1d precompile`: every requested kernel variant compiled, on a
 // machine without a GPU, for each arch of a fleet, into a directory that GPU nodes use as a
-// read-only tier (CAUSAL_CONV1D_CACHE_PATH), plus its manifest.
+// read-only tier (CAUSAL_CONV1D_CACHE_PATH), plus its manifest and its targets (tier_targets.h: a
+// node with no compiler takes its keys from there).
 //
 // The toolchain is an offline one (toolchain.h, OfflineTargets): its devices are the archs, each
 // compiled for exactly as a node would (same compiler choice, target, options, kernel sources),

@@ -29,6 +29,7 @@ struct JitDevice {
   // prebuilt tier alone serves (Toolchain::producer names the tier, compile() refuses the rest).
   std::string compiler;
   std::vector<std::string> options;  // the exact compile options, part of every cache key
+  int min_driver = 0;                // the oldest driver that loads its images (CUDA: 13000 = 13.0)
 };
 
 // Who makes a kernel's image: the compiler identity and options of its cache key.

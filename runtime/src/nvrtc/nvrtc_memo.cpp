@@ -43,14 +43,6 @@ std::string loader_context() {
   return h.hex_digest();
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == sep) out.push_back(s.substr(start, i - start)), start = i + 1;
-  return out;
-}
-
 bool plain(const std::string& s) { return s.find_first_of("\t\n") == std::string::npos; }
 
 bool parse_int(const std::string& s, int* v) {
@@ -67,12 +59,12 @@ std::string facts_value(const NvrtcFacts& f) {
 }
 
 bool parse_facts(const std::string& value, NvrtcFacts* f) {
-  const std::vector<std::string> v = split(value, '\t');
+  const std::vector<std::string> v = split_fields(value, '\t');
   if (v.size() != 2) return false;
-  const std::vector<std::string> ver = split(v[0], '.');
+  const std::vector<std::string> ver = split_fields(v[0], '.');
   if (ver.size() != 2 || !parse_int(ver[0], &f->major) || !parse_int(ver[1], &f->minor)) return false;
   f->archs.clear();
-  for (const std::string& a : split(v[1], ',')) {
+  for (const std::string& a : split_fields(v[1], ',')) {
     int sm = 0;
     if (!parse_int(a, &sm)) return false;
     f->archs.push_back(sm);
@@ -87,22 +79,11 @@ NvrtcMemo::NvrtcMemo(std::string dir) : dir_(std::move(dir)), file_(dir_.empty()
 bool NvrtcMemo::lookup(const std::string& key, std::string* value) {
   if (!read_) {
     read_ = true;
-    std::string why;
-    if (file_.empty() || check_dir(dir_, false, &why) != DirCheck::Ok) return false;
-    const int fd = open(file_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return false;
-    struct stat st {};
-    std::string text;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && trust_problem(st, false).empty() &&
-        (size_t)st.st_size <= kMaxFileBytes) {
-      text.resize((size_t)st.st_size);
-      if (read(fd, text.data(), text.size()) != (ssize_t)text.size()) text.clear();
-    }
-    close(fd);
-    std::vector<std::string> lines = split(text, '\n');
+    if (file_.empty()) return false;
+    std::vector<std::string> lines = split_fields(read_trusted_file(dir_, kFileName, false, kMaxFileBytes), '\n');
     if (lines.empty() || lines[0] != kHeader) lines.clear();  // another format, or damaged: ignored
     for (size_t i = 1; i < lines.size(); ++i) {
-      const std::vector<std::string> f = split(lines[i], '\t');
+      const std::vector<std::string> f = split_fields(lines[i], '\t');
       const size_t fields = f.empty() ? 0 : f[0] == "F" ? 5 : f[0] == "S" ? 4 : 0;
       if (fields == 0 || f.size() != fields) continue;
       std::string k = f[0] + "\t" + f[1] + "\t" + f[2], v = f[3];
@@ -159,7 +140,7 @@ void NvrtcMemo::save() {
   dirty_ = false;
   // Keep what another environment of this user remembered, while its files are there.
   for (auto it = entries_.begin(); it != entries_.end();) {
-    const std::vector<std::string> k = split(it->first, '\t');
+    const std::vector<std::string> k = split_fields(it->first, '\t');
     const bool live = used_.count(it->first) != 0 ||
                       (k[0] == "F" ? identity(k[1]) == k[2] : access(it->second.c_str(), F_OK) == 0);
     it = live ? std::next(it) : entries_.erase(it);

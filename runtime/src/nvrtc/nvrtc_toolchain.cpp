@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "jit/tier_targets.h"
 #include "jit/toolchain.h"
 #include "nvrtc/cubin_elf.h"
 #include "nvrtc/gpu_env.h"
@@ -25,8 +26,10 @@ namespace cc1d {
 
 namespace {
 
-// The report's mode of a device that the shipped PTX tier alone serves (no usable NVRTC).
+// The report's mode of a device with no usable NVRTC that the shipped PTX tier alone serves, or a
+// precompiled tier (then the shipped one).
 constexpr const char* kTierOnlyMode = "shipped PTX only";
+constexpr const char* kPrecompiledMode = "precompiled";
 
 struct DeviceChoice {
   NvrtcChoice choice;        // choice.index: the candidate of its NVRTC
@@ -48,6 +51,7 @@ class NvrtcToolchain final : public Toolchain {
     env_ = query_gpu_env();
     if (!env_.available()) return env_.driver.reason.empty() ? "no usable CUDA device" : env_.driver.reason;
     discover(true);
+    tier_targets_ = read_tier_targets(CacheConfig::from_env().tiers);
     const int torch_major = torch_cuda_major();
     for (const DeviceInfo& info : env_.devices)
       add_device(info.ordinal, info.name, info.sm, env_.driver.driver->version(), torch_major);
@@ -104,7 +108,7 @@ class NvrtcToolchain final : public Toolchain {
     if (offline_) fail(CC1D_ERR_INTERNAL, "an offline toolchain (precompile) cannot load " + name);
     const NvrtcChoice& ch = choices_[dev.ordinal].choice;
     const std::string what = std::string(ch.kind == CodeKind::Cubin ? "cubin " : "PTX ") + dev.target + " from " +
-                             (ch.ok ? dev.compiler : "the shipped PTX tier") + " on device " +
+                             (dev.compiler.empty() ? "the shipped PTX tier" : dev.compiler) + " on device " +
                              std::to_string(dev.ordinal) + " (" + dev.name + ", sm_" + std::to_string(dev.arch) + ")";
     if (ch.kind == CodeKind::Cubin && cubin_sm(image.image.data(), image.image.size()) != dev.arch)
       fail(CC1D_ERR_INTERNAL, "kernel image for " + name + " names sm_" +
@@ -193,7 +197,10 @@ class NvrtcToolchain final : public Toolchain {
       const NvrtcFacts* nv = dc.choice.ok ? &candidates_[dc.choice.index].facts : nullptr;
       j += std::string(i ? ", " : "") + "{\"index\": " + std::to_string(d.ordinal) + ", \"sm\": " +
            std::to_string(d.arch) + ", \"usable\": " + (d.usable ? "true" : "false") +
-           ", \"mode\": " + json_quote(nv ? code_kind_name(dc.choice.kind) : d.usable ? kTierOnlyMode : "") +
+           ", \"mode\": " + json_quote(nv                    ? code_kind_name(dc.choice.kind)
+                                         : !d.usable            ? ""
+                                         : d.compiler.empty()   ? kTierOnlyMode
+                                                                : kPrecompiledMode) +
            ", \"target\": " + json_quote(d.target) +
            ", \"nvrtc\": " + json_quote(nv ? nv->path : "") +
            ", \"nvrtc_version\": " + json_quote(nv ? nv->version_string() : "") +
@@ -222,22 +229,41 @@ class NvrtcToolchain final : public Toolchain {
       d.target = nvrtc_target(dc.choice.kind, dc.choice.target_arch);
       d.compiler = "NVRTC " + nv.version_string();
       d.options = nvrtc_options(dc.choice.kind, dc.choice.target_arch, nv);
+      d.min_driver = dc.choice.kind == CodeKind::Cubin ? nv.major * 1000 : nv.version();  // nvrtc_choice.h's rules
     }
     dc.tier_refusal = offline_ ? "precompile compiles with NVRTC (the tier needs a driver)"
                                : shipped_ptx_tier().refusal(sm, driver_version);
-    if (!dc.choice.ok && dc.tier_refusal.empty()) {
-      // No NVRTC, but the tier serves the device: its kernels run, a call that needs another
-      // fails with CC1D_ERR_UNSUPPORTED (compile()) and so falls back alone.
-      d.usable = true;
-      d.target = "sm_" + std::to_string(sm);
-      d.reason = "the shipped PTX tier alone: " + dc.choice.reason;
-    } else if (!dc.choice.ok && !offline_) {
-      d.reason += "; and the shipped PTX tier cannot serve it: " + dc.tier_refusal;
-    }
+    if (!dc.choice.ok && !offline_) without_nvrtc(d, dc, driver_version);
     log_line(CC1D_LOG_INFO, "nvrtc backend, device {} ({}, sm_{}): {}; shipped PTX tier: {}", ordinal, name, sm,
              dc.choice.reason, dc.tier_refusal.empty() ? "serves it" : dc.tier_refusal);
     devices_.push_back(d);
     choices_.push_back(dc);
+  }
+
+  // A device no NVRTC can compile for: a precompiled tier's images for its arch (their keys from
+  // the tier's targets-v1), then the shipped PTX tier. A call whose kernel neither holds fails
+  // with CC1D_ERR_UNSUPPORTED (compile()), so it falls back alone; with neither the device is
+  // unusable.
+  void without_nvrtc(JitDevice& d, DeviceChoice& dc, int driver_version) {
+    std::string from;
+    if (const TierTarget* t = find_tier_target(tier_targets_, d.arch, driver_version)) {
+      d.target = t->target;
+      d.compiler = t->compiler;
+      d.options = t->options;
+      d.min_driver = t->min_driver;
+      dc.choice.kind = t->target.rfind("sm_", 0) == 0 ? CodeKind::Cubin : CodeKind::Ptx;
+      from = "the precompiled tier " + t->tier + " (" + t->compiler + ", " + t->target + ")";
+    }
+    if (dc.tier_refusal.empty()) {
+      if (d.target.empty()) d.target = "sm_" + std::to_string(d.arch);  // the driver links a cubin
+      from += (from.empty() ? "" : ", then ") + std::string("the shipped PTX tier");
+    }
+    if (from.empty()) {
+      d.reason += "; no precompiled tier holds its arch, and the shipped PTX tier cannot serve it: " + dc.tier_refusal;
+      return;
+    }
+    d.usable = true;
+    d.reason = "kernels only from " + from + ": " + dc.choice.reason;
   }
 
   // No driver: the archs asked for, with the driver assumed (by default one that runs the
@@ -281,19 +307,24 @@ class NvrtcToolchain final : public Toolchain {
     return dc.tier_failure.empty() ? shipped_ptx_tier().find(sources.hash, name, dev.arch, driver().version()) : nullptr;
   }
 
-  // A device the tier alone serves, asked for kernels it does not hold (or after the driver
-  // refused its PTX): that call falls back, or, once the tier is off, every call does.
+  // A device without NVRTC (without_nvrtc) asked for kernels that no cache and not the shipped
+  // PTX tier hold: that call falls back. Once the driver refused the tier's PTX, a device that
+  // had only the tier has no kernels: every call does.
   [[noreturn]] void no_compiler(const JitDevice& dev, const std::vector<std::string>& names) {
     const DeviceChoice& dc = choices_[dev.ordinal];
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     std::lock_guard<std::mutex> lock(tier_mu_);
-    const bool off = !dc.tier_failure.empty();
-    fail(off ? CC1D_ERR_BACKEND_UNAVAILABLE : CC1D_ERR_UNSUPPORTED,
-         "device " + std::to_string(dev.ordinal) + " (" + dev.name + ", sm_" + std::to_string(dev.arch) + ") has " +
-             (off ? "no kernels: the shipped PTX tier was turned off (" + dc.tier_failure + ")"
-                  : "no kernel for " + list + ": the shipped PTX tier does not hold it") +
-             ", and NVRTC cannot compile it: " + dc.choice.reason);
+    const std::string where = "device " + std::to_string(dev.ordinal) + " (" + dev.name + ", sm_" +
+                              std::to_string(dev.arch) + ") has ";
+    if (!dc.tier_failure.empty() && dev.compiler.empty())
+      fail(CC1D_ERR_BACKEND_UNAVAILABLE, where + "no kernels: the shipped PTX tier was turned off (" + dc.tier_failure +
+                                             "), and NVRTC cannot compile them: " + dc.choice.reason);
+    fail(CC1D_ERR_UNSUPPORTED, where + "no kernel for " + list + ": " +
+                                   (dev.compiler.empty() ? "the shipped PTX tier does not hold it"
+                                                         : "neither its precompiled tier nor the shipped PTX tier "
+                                                           "holds it") +
+                                   ", and NVRTC cannot compile it: " + dc.choice.reason);
   }
 
   // The report's word on the tier for a device: "serves", why not, or why it was turned off.
@@ -331,6 +362,7 @@ class NvrtcToolchain final : public Toolchain {
   std::mutex nvrtc_mu_;
   std::vector<std::string> not_found_;
   bool no_nvrtc_search_ = false;  // CAUSAL_CONV1D_NVRTC=none
+  std::vector<TierTarget> tier_targets_;  // of CAUSAL_CONV1D_CACHE_PATH's precompiled tiers
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
   std::mutex tier_mu_;
