@@ -215,23 +215,30 @@ def packer(request, monkeypatch):
         monkeypatch.setattr(_pack, "_c_pack", False)
 
 
-def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch, packer):
-    """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
-    auto moves on to aten (with a warning) and remembers it."""
+def _falls_back_to_aten(lib, xw, monkeypatch, status, message):
+    """Every call into libcc1d fails with `status`: auto moves on to aten, warning once with the
+    library's message; returns the list recording each library call (after two op calls)."""
     x, w = xw
-    calls = fail_library_calls(lib, monkeypatch, _lib.ERR_BACKEND_UNAVAILABLE,
-                               "simulated: worker threads could not start")
-    with pytest.warns(CausalConv1dWarning, match="worker threads could not start"):
+    calls = fail_library_calls(lib, monkeypatch, status, message)
+    with pytest.warns(CausalConv1dWarning, match=message):
         out = causal_conv1d_fn(x, w)
     assert served().backend == "aten"
     assert_matches(out, x, w)
     with warnings.catch_warnings():
         warnings.simplefilter("error", CausalConv1dWarning)  # the same reason: no second warning
         causal_conv1d_fn(x, w)
+    return calls
+
+
+def test_call_time_unavailability_falls_back(lib, xw, monkeypatch, fresh_dispatch, python_dispatch, packer):
+    """The library accepting the backend but then failing the call with BACKEND_UNAVAILABLE:
+    auto moves on to aten (with a warning) and remembers it."""
+    calls = _falls_back_to_aten(lib, xw, monkeypatch, _lib.ERR_BACKEND_UNAVAILABLE,
+                                "simulated: worker threads could not start")
     assert len(calls) == 1, "an unavailable backend is not retried on every call"
     # forced: the same failure raises
     with pytest.raises(causal_conv1d.BackendUnavailableError):
-        causal_conv1d_fn(x, w, backend="cpu")
+        causal_conv1d_fn(*xw, backend="cpu")
 
 
 def test_call_time_unsupported_falls_back_for_that_call_only(lib, xw, monkeypatch, fresh_dispatch, python_dispatch,
@@ -239,19 +246,11 @@ def test_call_time_unsupported_falls_back_for_that_call_only(lib, xw, monkeypatc
     """UNSUPPORTED at call time (a device the shipped PTX tier alone serves, asked for a kernel
     it lacks): that call falls back to aten with one warning, but the backend is not marked
     broken: every later call asks it again, and once it serves, it is used."""
-    x, w = xw
-    calls = fail_library_calls(lib, monkeypatch, _lib.ERR_UNSUPPORTED,
-                               "simulated: the shipped PTX tier does not hold it")
-    with pytest.warns(CausalConv1dWarning, match="the shipped PTX tier does not hold it"):
-        out = causal_conv1d_fn(x, w)
-    assert served().backend == "aten"
-    assert_matches(out, x, w)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CausalConv1dWarning)  # the same reason: no second warning
-        causal_conv1d_fn(x, w)
+    calls = _falls_back_to_aten(lib, xw, monkeypatch, _lib.ERR_UNSUPPORTED,
+                                "simulated: the shipped PTX tier does not hold it")
     assert len(calls) == 2, "an unsupported call is asked again: the next one may be served"
     monkeypatch.undo()
-    assert_matches(causal_conv1d_fn(x, w), x, w)
+    assert_matches(causal_conv1d_fn(*xw), *xw)
     assert served().backend == "cpu"
 
 
