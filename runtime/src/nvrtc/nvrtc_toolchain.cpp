@@ -51,7 +51,7 @@ class NvrtcToolchain final : public Toolchain {
     env_ = query_gpu_env();
     if (!env_.available()) return env_.driver.reason.empty() ? "no usable CUDA device" : env_.driver.reason;
     discover(true);
-    tier_targets_ = read_tier_targets(CacheConfig::from_env().tiers);
+    tier_targets_ = read_tier_targets(CacheConfig::default_tiers());
     const int torch_major = torch_cuda_major();
     for (const DeviceInfo& info : env_.devices)
       add_device(info.ordinal, info.name, info.sm, env_.driver.driver->version(), torch_major);
