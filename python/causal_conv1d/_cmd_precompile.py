@@ -6,7 +6,8 @@
 Every requested variant is compiled, for each arch, with the NVRTC, target and options a GPU node
 with that arch would choose (libcc1d's cc1d_precompile), in parallel, into DIR. GPU nodes running
 the same image use DIR as a read-only tier: CAUSAL_CONV1D_CACHE_PATH=DIR. DIR/manifest.json lists
-the NVRTC per arch, the assumptions, every variant (key, bytes) and the throughput.
+the NVRTC per arch, the assumptions, every variant (key, bytes) and the throughput; DIR/targets-v1
+lets a node with no usable NVRTC load the kernels all the same.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def cmd_precompile(args) -> int:
           f"{t['variants_per_s']:.2f} variants/s, {t['variants_per_s_per_core']:.2f} per core "
           f"({t['variants_per_cpu_s']:.2f} per CPU second)")
     print(f"manifest: {args.out}/manifest.json")
-    print(f"GPU nodes with this image: CAUSAL_CONV1D_CACHE_PATH={args.out}")
+    print(f"GPU nodes with this image: CAUSAL_CONV1D_CACHE_PATH={args.out} (a node without NVRTC loads them too)")
     return 0
 
 
