@@ -488,18 +488,20 @@ TEST_CASE("precompile's filters partition every op's variants by width and by el
   }
 }
 
-TEST_CASE("a precompiled tier's targets: written for its usable devices, read back under the trust rule") {
+TEST_CASE("a precompiled tier's targets: written for its usable devices, merged, read back under the trust rule") {
   JitDevice cubin{0, "sm_90 (offline)", 90, true, "", "sm_90", "NVRTC 13.0", {"-arch=sm_90", "--use_fast_math"}, 13000};
   JitDevice ptx{1, "sm_130 (offline)", 130, true, "", "compute_120", "NVRTC 13.0", {"-arch=compute_120"}, 13000};
   JitDevice old{2, "sm_30 (offline)", 30, false, "no NVRTC supports sm_30", "", "", {}, 0};
   JitDevice tabbed{3, "sm_80 (offline)", 80, true, "", "sm_80", "NVRTC 13.0", {"-Dx=a\tb"}, 13000};
   const std::string a = fresh_dir("targets_a"), b = fresh_dir("targets_b"), bad = fresh_dir("targets_bad");
   for (const std::string& d : {a, b, bad}) REQUIRE(make_dirs(d, 0755));
-  spit(a + "/" + kTierTargetsFile, tier_targets_text({cubin, ptx, old, tabbed}));
+  // Two precompiles into a: the second's sm_90 and, kept, the first's sm_130.
+  spit(a + "/" + kTierTargetsFile, tier_targets_text(merged_tier_targets({ptx, old}, a)));
+  spit(a + "/" + kTierTargetsFile, tier_targets_text(merged_tier_targets({cubin, old, tabbed}, a)));
   JitDevice cubin12 = cubin;
   cubin12.compiler = "NVRTC 12.9";
   cubin12.min_driver = 12000;
-  spit(b + "/" + kTierTargetsFile, tier_targets_text({cubin12}));
+  spit(b + "/" + kTierTargetsFile, tier_targets_text(merged_tier_targets({cubin12}, b)));
   spit(bad + "/" + kTierTargetsFile, "not a targets file\n90\tsm_90\tNVRTC 13.0\t13000\n");
   const std::vector<TierTarget> t = read_tier_targets({a, bad, b, a + "/absent"});
   REQUIRE(t.size() == 3);  // the unusable device and the option with a tab are not written
@@ -511,6 +513,8 @@ TEST_CASE("a precompiled tier's targets: written for its usable devices, read ba
   CHECK(t[0].options == std::vector<std::string>{"-arch=sm_90", "--use_fast_math"});
   CHECK(t[1].target == "compute_120");
   CHECK(t[2].tier == b);
+  // The same run again changes nothing: a target is kept once.
+  CHECK(merged_tier_targets({cubin}, a).size() == 2);
   // The first tier whose images the driver loads: a CUDA 12.9 driver skips NVRTC 13's cubins.
   CHECK(find_tier_target(t, 90, 13000) == &t[0]);
   CHECK(find_tier_target(t, 90, 12090) == &t[2]);

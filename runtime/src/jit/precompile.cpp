@@ -12,11 +12,11 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "jit/tier_targets.h"
 #include "core/log.h"
 #include "jit/cache_fs.h"
 #include "jit/image_cache.h"
 #include "jit/kernel_source.h"
+#include "jit/tier_targets.h"
 #include "ops/op.h"
 
 namespace cc1d {
@@ -198,8 +198,9 @@ std::string precompile(Toolchain& tc, const PrecompileRequest& req) {
       fixed_text(cpu_s, 3) + ", \"variants_per_cpu_s\": " + fixed_text(compiled / std::max(cpu_s, 1e-9), 3) + ", \"jobs\": " +
       std::to_string(threads) + ", \"variants_per_s\": " + fixed_text(per_s, 3) + ", \"variants_per_s_per_core\": " +
       fixed_text(per_s / threads, 3) + "}}";
+  const std::string targets = tier_targets_text(merged_tier_targets(tc.devices(), req.out_dir));
   for (const auto& [name, text] : {std::pair<std::string, std::string>{"manifest.json", manifest + "\n"},
-                                    {kTierTargetsFile, tier_targets_text(tc.devices())}})
+                                    {kTierTargetsFile, targets}})
     if (const int err = write_file_atomic(req.out_dir, name, text, 0644))
       fail(CC1D_ERR_INTERNAL, "precompile: writing " + req.out_dir + "/" + name + " failed: " + std::strerror(err));
   if (cache.state() != "read-write")

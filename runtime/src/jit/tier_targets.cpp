@@ -22,17 +22,29 @@ int parse_int(const std::string& s) {
 
 }  // namespace
 
-std::string tier_targets_text(const std::vector<JitDevice>& devices) {
-  std::string t = std::string(kHeader) + "\n";
-  for (const JitDevice& d : devices) {
-    if (!d.usable || !plain(d.target) || !plain(d.compiler) || d.min_driver <= 0) continue;
-    std::string line =
-        std::to_string(d.arch) + "\t" + d.target + "\t" + d.compiler + "\t" + std::to_string(d.min_driver);
-    bool ok = true;
-    for (const std::string& o : d.options) ok &= plain(o), line += "\t" + o;
-    if (ok) t += line + "\n";
+std::vector<TierTarget> merged_tier_targets(const std::vector<JitDevice>& devices, const std::string& dir) {
+  std::vector<TierTarget> out;
+  for (const JitDevice& d : devices)
+    if (d.usable && d.min_driver > 0) out.push_back(TierTarget{"", d.arch, d.min_driver, d.target, d.compiler, d.options});
+  for (const TierTarget& old : read_tier_targets({dir})) {
+    bool known = false;
+    for (const TierTarget& t : out) known |= t.same_keys(old);
+    if (!known) out.push_back(old);
   }
-  return t;
+  return out;
+}
+
+std::string tier_targets_text(const std::vector<TierTarget>& targets) {
+  std::string text = std::string(kHeader) + "\n";
+  for (const TierTarget& t : targets) {
+    if (!plain(t.target) || !plain(t.compiler) || t.min_driver <= 0) continue;
+    std::string line =
+        std::to_string(t.arch) + "\t" + t.target + "\t" + t.compiler + "\t" + std::to_string(t.min_driver);
+    bool ok = true;
+    for (const std::string& o : t.options) ok &= plain(o), line += "\t" + o;
+    if (ok) text += line + "\n";
+  }
+  return text;
 }
 
 std::vector<TierTarget> read_tier_targets(const std::vector<std::string>& tiers) {

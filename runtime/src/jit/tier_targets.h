@@ -17,15 +17,23 @@ namespace cc1d {
 constexpr const char* kTierTargetsFile = "targets-v1";
 
 struct TierTarget {
-  std::string tier;  // the directory it came from
+  std::string tier;  // the directory it came from ("" for a precompile's own devices)
   int arch = 0;
   int min_driver = 0;
   std::string target, compiler;
   std::vector<std::string> options;
+  bool same_keys(const TierTarget& o) const {
+    return arch == o.arch && min_driver == o.min_driver && target == o.target && compiler == o.compiler &&
+           options == o.options;
+  }
 };
 
-// The text of targets-v1 for the usable devices of a precompile.
-std::string tier_targets_text(const std::vector<JitDevice>& devices);
+// A precompile's targets: its usable devices', then those `dir`'s targets-v1 already holds from
+// earlier runs (other archs, or other drivers' choices), so that their entries stay reachable.
+std::vector<TierTarget> merged_tier_targets(const std::vector<JitDevice>& devices, const std::string& dir);
+
+// The text of targets-v1 (a target whose fields hold a tab or a newline is left out).
+std::string tier_targets_text(const std::vector<TierTarget>& targets);
 
 // Every target of every tier, in tier order (the first tier's first).
 std::vector<TierTarget> read_tier_targets(const std::vector<std::string>& tiers);
