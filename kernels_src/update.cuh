@@ -1,9 +1,10 @@
 // update.cuh — the decode-step update kernel (causal_conv1d_update).
 //
-// One thread per (batch row, channel): it reads its channel's window of the state, walks the
-// seqlen new tokens (convolving each with the W-1 values before it), writes the outputs, then
-// writes the new tokens into the state: appended after a left shift (shift mode), or at
-// (cache_seqlens[b] + t) % state_len (circular mode). A thread touches only its own channel of
+// One thread per (batch row, channel): it reads its channel's window of the state (in shift mode
+// it then shifts the kept entries left by seqlen), walks the seqlen new tokens (convolving each
+// with the W-1 values before it), and writes each output and each token's state entry: at the
+// end after the shift (shift mode), or at (cache_seqlens[b] + t) % state_len (circular mode).
+// Nothing reads the state after the window. A thread touches only its own channel of
 // its own state row, so no two threads share memory (unless the caller maps two rows to one
 // state slot, which races as on upstream). A row whose state index is out of [0, pool), or
 // whose cache_seqlens is negative, is padding: outputs 0, state untouched.
@@ -56,8 +57,7 @@ __global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(co
       // Shift mode: concat(state, x)[-state_len:], in place. Entry i takes old entry i + seqlen
       // while that exists: those below the window move in memory, in ascending order (each read
       // before it is overwritten), the window's are written from registers (a decode step's
-      // whole shift, with no load waiting on a store); the token loop writes the rest. Nothing
-      // after this reads the state.
+      // whole shift, with no load waiting on a store); the token loop writes the rest.
 #pragma unroll 1
       for (long long i = 0; i < sl - (W - 1) - p.seqlen; ++i) state[i * ss] = state[(i + p.seqlen) * ss];
       for (int k = 0; k < W - 1; ++k) {
@@ -68,8 +68,6 @@ __global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(co
     // win[k] holds x at time k-(W-1) relative to the current token; the last slot is the token.
     float win[W];
     for (int i = 0; i < W - 1; ++i) win[i] = to_float(last[i]);
-    // Loops over runtime counts stay rolled: a decode step has one token, and unrolled copies
-    // would only add code (and compile time).
     // Where token t goes in the state (`at`, and sp = state + at * ss): its ring position, in
     // order (a later one overwrites an earlier one), or sl - seqlen + t in shift mode (a token
     // that falls off the front is not written; `at` reaches sl there only after the last
@@ -79,6 +77,8 @@ __global__ void __launch_bounds__(kUpdateThreads) causal_conv1d_update_kernel(co
     TX* sp = state + (at > 0 ? at : 0) * ss;
     const TX* xp = x;
     TX* op = out;
+    // Loops over runtime counts stay rolled: a decode step has one token, and unrolled copies
+    // would only add code (and compile time).
 #pragma unroll 1
     for (long long t = 0; t < p.seqlen; ++t, xp += xs, op += os) {
       const TX xt = *xp;

@@ -51,7 +51,6 @@ class NvrtcToolchain final : public Toolchain {
     env_ = query_gpu_env();
     if (!env_.available()) return env_.driver.reason.empty() ? "no usable CUDA device" : env_.driver.reason;
     discover(true);
-    tier_targets_ = read_tier_targets(CacheConfig::default_tiers());
     const int torch_major = torch_cuda_major();
     for (const DeviceInfo& info : env_.devices)
       add_device(info.ordinal, info.name, info.sm, env_.driver.driver->version(), torch_major);
@@ -245,8 +244,9 @@ class NvrtcToolchain final : public Toolchain {
   // with CC1D_ERR_UNSUPPORTED (compile()), so it falls back alone; with neither the device is
   // unusable.
   void without_nvrtc(JitDevice& d, DeviceChoice& dc, int driver_version) {
+    if (!tier_targets_) tier_targets_ = read_tier_targets(CacheConfig::default_tiers());  // only here
     std::string from;
-    if (const TierTarget* t = find_tier_target(tier_targets_, d.arch, driver_version)) {
+    if (const TierTarget* t = find_tier_target(*tier_targets_, d.arch, driver_version)) {
       d.target = t->target;
       d.compiler = t->compiler;
       d.options = t->options;
@@ -362,7 +362,7 @@ class NvrtcToolchain final : public Toolchain {
   std::mutex nvrtc_mu_;
   std::vector<std::string> not_found_;
   bool no_nvrtc_search_ = false;  // CAUSAL_CONV1D_NVRTC=none
-  std::vector<TierTarget> tier_targets_;  // of CAUSAL_CONV1D_CACHE_PATH's precompiled tiers
+  std::optional<std::vector<TierTarget>> tier_targets_;  // of CAUSAL_CONV1D_CACHE_PATH's precompiled tiers
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
   std::mutex tier_mu_;
