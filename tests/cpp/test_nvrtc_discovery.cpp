@@ -130,6 +130,21 @@ TEST_CASE("roots injected at run time are searched with the wheel layouts") {
   CHECK(cands[3].facts.path == kTree + "/toolkit/lib64/libnvrtc.so.13");
 }
 
+TEST_CASE("CAUSAL_CONV1D_NVRTC=none, in any case, searches for nothing and says why") {
+  for (const char* v : {"none", "None", "NONE"}) {
+    CAPTURE(v);
+    setenv("CAUSAL_CONV1D_NVRTC", v, 1);
+    const NvrtcSearchConfig c = default_nvrtc_search();
+    unsetenv("CAUSAL_CONV1D_NVRTC");
+    CHECK(c.disabled);
+    CHECK(c.explicit_path.empty());
+    CHECK((c.roots.empty() && c.toolkit_dirs.empty() && c.sonames.empty() && c.loaded_sonames.empty()));
+    std::vector<std::string> not_found;
+    CHECK(discover_nvrtc(c, &not_found).empty());
+    CHECK(not_found == std::vector<std::string>{kNoNvrtcReason});
+  }
+}
+
 TEST_CASE("choices over the discovered tree") {
   const auto facts = facts_of(discover_nvrtc(tree_config()));
   SUBCASE("CUDA 13 driver, sm_90, torch cu13: the newest CUDA 13 NVRTC (toolkit 13.2) makes a cubin") {

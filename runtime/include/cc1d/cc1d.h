@@ -71,9 +71,9 @@
  *                              at once (multiprocessors x cuOccupancyMaxActiveBlocksPerMultiprocessor);
  *                              1 is a persistent grid. Same results; for measuring. Read on
  *                              every call; a bad value: one warning, and 0.
- *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first; "none": no NVRTC is searched
- *                              for, so kernels come only from the caches and the shipped PTX
- *                              tier (as on a node without NVRTC).
+ *  - CAUSAL_CONV1D_NVRTC       path of a libnvrtc to try first; "none" (any case): no NVRTC is
+ *                              searched for, so kernels come only from the caches and the
+ *                              shipped PTX tier (as on a node without NVRTC).
  *  - CAUSAL_CONV1D_NVRTC_SEARCH_PATH  colon-separated roots searched for NVRTC (each root
  *                              itself, and its nvidia/cu13/lib and nvidia/cuda_nvrtc/lib).
  *  - CAUSAL_CONV1D_CUDA_DRIVER path of the libcuda to load instead of libcuda.so.1 (tests).

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -120,8 +121,11 @@ void add_nvrtc_search_roots(const std::vector<std::string>& roots) {
 NvrtcSearchConfig default_nvrtc_search() {
   NvrtcSearchConfig c;
   if (const char* p = std::getenv("CAUSAL_CONV1D_NVRTC"); p != nullptr && *p != '\0') c.explicit_path = p;
-  if (c.explicit_path == "none") {
+  std::string word = c.explicit_path;
+  for (char& ch : word) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (word == "none") {  // any case: "None" is what a Python user writes
     c.disabled = true;
+    c.explicit_path.clear();
     return c;
   }
   c.loaded_sonames = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
