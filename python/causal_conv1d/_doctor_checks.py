@@ -100,15 +100,20 @@ def nvrtc_wheel(major: int) -> str:
     return "nvidia-cuda-nvrtc" if major >= 13 else f"nvidia-cuda-nvrtc-cu{major}"
 
 
-def nvrtc_vs_driver(candidates: list, driver_cuda: Optional[str]) -> list:
-    """An NVRTC of a newer CUDA major than the driver makes code the driver cannot load."""
+def nvrtc_vs_driver(candidates: list, driver_cuda: Optional[str], devices: tuple = ()) -> list:
+    """An NVRTC of a newer CUDA major than the driver makes code the driver cannot load.
+    `devices`: the report's nvrtc devices; those usable without NVRTC (prebuilt kernels only) are
+    named when none is found."""
     name = "NVRTC vs driver"
     d = major_minor(driver_cuda)
     if d is None:
         return [check(name, "skip", "no CUDA driver")]
     usable = [c for c in candidates if c.get("version") and not c.get("error")]
     if not usable:
-        return [check(name, "warn", "no NVRTC found",
+        prebuilt = [f"device {v['index']} ({v['mode']})" for v in devices if v.get("usable") and not v.get("nvrtc")]
+        meanwhile = (f"; {', '.join(prebuilt)} run(s) prebuilt kernels meanwhile, and a call needing another falls "
+                     f"back" if prebuilt else "")
+        return [check(name, "warn", "no NVRTC found" + meanwhile,
                       f"pip install {nvrtc_wheel(d[0])} (or install the CUDA toolkit, or set CAUSAL_CONV1D_NVRTC)")]
     out = []
     for c in usable:
@@ -183,5 +188,5 @@ def run_all(report: dict) -> list:
         out.append(companion(package, version, requires, torch["version"]))
     _, _, tags = _metadata("torch")
     out.append(python_vs_torch(tags, sys.version_info[:2], torch["error"]))
-    out += nvrtc_vs_driver(report["nvrtc"]["candidates"], driver_cuda)
+    out += nvrtc_vs_driver(report["nvrtc"]["candidates"], driver_cuda, report["nvrtc"]["devices"])
     return out

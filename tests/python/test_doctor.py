@@ -99,6 +99,8 @@ def test_the_shipped_ptx_tier_alone_serves_a_gpu_without_nvrtc(fake_driver, lib,
     dev = r["nvrtc"]["devices"][0]
     assert dev["usable"] and dev["mode"] == "shipped PTX only" and dev["target"] == "sm_90" and not dev["nvrtc"]
     assert dev["reason"].startswith("kernels only from the shipped PTX tier: CAUSAL_CONV1D_NVRTC=none")
+    c = next(c for c in r["checks"] if c["name"] == "NVRTC vs driver")
+    assert c["status"] == "warn" and "device 0 (shipped PTX only) run(s) prebuilt kernels meanwhile" in c["message"]
     t = next(t for t in r["self_test"] if t["device"] == "cuda:0")
     assert t["backend"] == "nvrtc" and t["passed"] and 0 < t["max_abs_error"] <= t["tolerance"] * 10, t
     rc, out, _ = doctor(env=env)
@@ -243,6 +245,11 @@ def test_nvrtc_newer_than_the_driver():
     assert c["status"] == "warn" and "pip install nvidia-cuda-nvrtc-cu12 " in c["fix"]
     c = _doctor_checks.nvrtc_vs_driver([], "13.0")[0]  # CUDA 13's wheel has no -cu13 suffix
     assert c["status"] == "warn" and "pip install nvidia-cuda-nvrtc " in c["fix"]
+    devices = [{"index": 0, "usable": True, "mode": "shipped PTX only", "nvrtc": ""},
+               {"index": 1, "usable": False, "mode": "", "nvrtc": ""}]
+    c = _doctor_checks.nvrtc_vs_driver([], "13.0", devices)[0]
+    assert c["status"] == "warn" and c["message"] == ("no NVRTC found; device 0 (shipped PTX only) run(s) prebuilt "
+                                                      "kernels meanwhile, and a call needing another falls back")
 
 
 # ---- --scan-extensions ------------------------------------------------------------------------------
