@@ -36,6 +36,9 @@ def _print_path(result: dict) -> None:
         print(f"{role}: {p['dir'] or '(off)'}  [{_state(p)}]")
         if p["dir"]:
             print(f"  entries: {p['entries_dir']}")
+        for t in p.get("targets", []):  # a precompiled tier's: what a node without NVRTC loads
+            print(f"  sm_{t['arch']}: {t['target']} by {t['compiler']}, for drivers of CUDA "
+                  f"{t['min_driver'] // 1000}.{t['min_driver'] % 1000 // 10} and later (no NVRTC needed)")
 
 
 def _print_stats(result: dict) -> None:

@@ -105,6 +105,12 @@ def test_precompile_writes_a_tier_and_a_manifest(tmp_path, run, nvrtc):
     assert {e["kernel"] for e in tier["items"]} == {v["kernel"] for v in m["variants"]}
     rc, stdout, _ = run("cache", "list", CAUSAL_CONV1D_CACHE_DIR="off", CAUSAL_CONV1D_CACHE_PATH=out)
     assert rc == 0 and f"tier {out} [read-only]: {n} entries" in stdout and f"{n} ok, 0 bad" in stdout
+    # Its targets (targets-v1): what a node without NVRTC takes its keys from.
+    targets = _json(run, "cache", "path", CAUSAL_CONV1D_CACHE_PATH=out)["tiers"][0]["targets"]
+    assert [(t["arch"], t["target"], t["compiler"]) for t in targets] == [(90, "sm_90", m["archs"][0]["compiler"])]
+    assert targets[0]["min_driver"] % 1000 == 0 and targets[0]["min_driver"] >= 11000  # a cubin: the major's .0
+    rc, stdout, _ = run("cache", "path", CAUSAL_CONV1D_CACHE_PATH=out)
+    assert rc == 0 and f"  sm_90: sm_90 by {m['archs'][0]['compiler']}, for drivers of CUDA " in stdout
     # A second run finds everything there; the human summary says so.
     rc, stdout, err = _precompile(run, out, CAUSAL_CONV1D_CACHE_DIR="off")
     assert rc == 0, err

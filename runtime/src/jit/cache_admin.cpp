@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "jit/cache_fs.h"
 #include "jit/image_cache.h"
+#include "jit/tier_targets.h"
 
 namespace cc1d {
 
@@ -62,6 +63,14 @@ std::string place_json(const Place& p, int command, const StatCounts& counters, 
                   ", \"state\": " + json_quote(p.state) + ", \"problem\": " + json_quote(p.problem);
   if (p.local) j += ", \"max_bytes\": " + num(max_bytes);
   if (p.dir.empty()) return j + "}";
+  if (!p.local && command == CC1D_CACHE_PATH) {  // what a node without a compiler takes from it
+    std::string targets;
+    for (const TierTarget& t : read_tier_targets({p.dir}))
+      targets += std::string(targets.empty() ? "" : ", ") + "{\"arch\": " + std::to_string(t.arch) +
+                 ", \"target\": " + json_quote(t.target) + ", \"compiler\": " + json_quote(t.compiler) +
+                 ", \"min_driver\": " + std::to_string(t.min_driver) + "}";
+    j += ", \"targets\": [" + targets + "]";
+  }
   const bool manage = p.local && (p.state == "read-write" || p.state == "full");
   const time_t now = time(nullptr);
   uint64_t entries = 0, bytes = 0, temps = 0, temp_bytes = 0, ok = 0, bad = 0, removed = 0, removed_bytes = 0;

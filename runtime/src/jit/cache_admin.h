@@ -1,7 +1,8 @@
 // cache_admin.h — `causal-conv1d cache path|stats|list|verify|clear` (cc1d_cache_command): the
 // local kernel cache and each read-only tier of the environment, described as JSON.
 //
-//  path    where each lives, and its state (trust, writability)
+//  path    where each lives, and its state (trust, writability); for a tier, its targets
+//          (tier_targets.h: what a node without a compiler loads from it)
 //  stats   entries, bytes and temp files on disk, and the counters every process added to the
 //          local cache's stats file (cache_stats.h): hits, misses, corrupt, writes, evictions
 //  list    every entry: key, file, bytes, mtime, kernel, target, compiler, whether it verifies
