@@ -3,7 +3,8 @@
 The local cache is CAUSAL_CONV1D_CACHE_DIR (default ~/.cache/causal-conv1d/kernels); the read-only
 tiers are CAUSAL_CONV1D_CACHE_PATH. Set them as the program you are looking at does.
 
-  path    where the local cache and each tier live, and their state
+  path    where the local cache and each tier live, and their state (a tier's targets: what a node
+          without NVRTC loads from it)
   stats   entries and bytes on disk; hits, misses, corrupt, writes, evictions (kept by every process)
   list    every entry: key, size, date, target, compiler, kernel, and whether it verifies
   verify  checks every entry: bad local entries are removed, bad tier entries reported (exit 1 if any)

@@ -454,7 +454,7 @@ CC1D_API cc1d_status cc1d_set_torch_info(const char* torch_version, const char* 
 
 /* Kernel cache commands, for cc1d_cache_command. */
 typedef enum cc1d_cache_cmd {
-  CC1D_CACHE_PATH = 0,   /* where the local cache and each tier live, and their state */
+  CC1D_CACHE_PATH = 0,   /* where the local cache and each tier live, their state, a tier's targets */
   CC1D_CACHE_STATS = 1,  /* entries, bytes, temp files; hits, misses, corrupt, writes, evictions */
   CC1D_CACHE_LIST = 2,   /* every entry: key, file, bytes, mtime, kernel, target, compiler, ok */
   CC1D_CACHE_VERIFY = 3, /* checks every entry; removes bad local ones (tiers: reported only) */
