@@ -294,3 +294,25 @@ if(TARGET cc1d_ptx_pack)  # the shipped PTX tier too: it serves what the precomp
   cc1d_backend_test(precompiled_and_shipped "precompiled tier without any NVRTC" ENV ${_node}
                     CAUSAL_CONV1D_PTX_TIER=1 CC1D_TEST_SHIPPED=1 PROPS FIXTURES_REQUIRED precompiled_tier)
 endif()
+# ---- a tier precompiled with NVRTC 12.9 on nodes that choose another NVRTC -------------------
+if(CC1D_NVRTC12 AND EXISTS "${CC1D_NVRTC12}")
+  set(_pre12 ${CMAKE_CURRENT_BINARY_DIR}/nvrtc_cache/precompiled_tier12)
+  cc1d_backend_test(precompile_tier12 "precompile a tier for sm_90" COMPILES ENV CC1D_TEST_TIER_OUT=${_pre12}
+                    CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC12} CC1D_TEST_TIER_DRIVER=12090
+                    "CC1D_TEST_TIER_COMPILER=NVRTC 12.9" PROPS FIXTURES_SETUP precompiled_tier12)
+  set(_node12 ${_fake} CAUSAL_CONV1D_CACHE_PATH=${_pre12} CC1D_FAKE_DEVICES=90)
+  # NVRTC 13.0 on a CUDA 13.0 driver: 12.9's cubins load (a cubin needs its NVRTC's major).
+  cc1d_backend_test(precompiled_other_nvrtc "precompiled tier from another NVRTC" COMPILES ENV ${_node12}
+                    CC1D_TEST_STAND_IN=1 PROPS FIXTURES_REQUIRED precompiled_tier12)
+  if(TARGET cc1d_ptx_pack)
+    cc1d_backend_test(precompiled_other_nvrtc_shipped "precompiled tier from another NVRTC" COMPILES ENV
+                      ${_node12} CC1D_TEST_STAND_IN=1 CAUSAL_CONV1D_PTX_TIER=1 CC1D_TEST_SHIPPED=1
+                      PROPS FIXTURES_REQUIRED precompiled_tier12)
+  endif()
+  # NVRTC 11.8 on a CUDA 11.8 driver, which cannot load them: it compiles.
+  if(CC1D_NVRTC11 AND EXISTS "${CC1D_NVRTC11}")
+    cc1d_backend_test(precompiled_other_nvrtc_old_driver "precompiled tier from another NVRTC" COMPILES ENV
+                      ${_node12} CC1D_TEST_STAND_IN=0 CAUSAL_CONV1D_NVRTC=${CC1D_NVRTC11}
+                      CC1D_FAKE_DRIVER_VERSION=11080 PROPS FIXTURES_REQUIRED precompiled_tier12)
+  endif()
+endif()

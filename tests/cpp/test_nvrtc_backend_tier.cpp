@@ -182,7 +182,9 @@ TEST_CASE("no NVRTC and no tier") {
 // ---- a precompiled tier on a node without NVRTC ------------------------------------------------
 
 // The fleet's build step (with NVRTC): the forward's fp32 width-4 variants for sm_90 into
-// CC1D_TEST_TIER_OUT, with the targets file that a node without NVRTC reads.
+// CC1D_TEST_TIER_OUT, with the targets file that a node without NVRTC reads. For nodes with
+// CC1D_TEST_TIER_DRIVER's driver (default: one that runs the newest NVRTC found), whose NVRTC
+// CC1D_TEST_TIER_COMPILER (a prefix) is then expected in the file.
 TEST_CASE("precompile a tier for sm_90") {
   const char* out = std::getenv("CC1D_TEST_TIER_OUT");
   REQUIRE(out != nullptr);
@@ -195,12 +197,38 @@ TEST_CASE("precompile a tier for sm_90") {
   a.ops = &op, a.num_ops = 1;
   a.dtypes = &dtype, a.num_dtypes = 1;
   a.widths = &width, a.num_widths = 1;
+  if (const char* d = std::getenv("CC1D_TEST_TIER_DRIVER")) a.driver_version = std::atoi(d);
   char* manifest = nullptr;
   REQUIRE_MESSAGE(cc1d_precompile(&a, &manifest) == CC1D_OK, std::string(cc1d_last_error()));
   cc1d_free(manifest);
   std::ifstream f(std::string(out) + "/targets-v1");
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  CHECK(has(text, "\n90\tsm_90\tNVRTC "));
+  const char* compiler = std::getenv("CC1D_TEST_TIER_COMPILER");
+  CHECK(has(text, std::string("\n90\tsm_90\t") + (compiler ? compiler : "NVRTC ")));
+}
+
+// A node whose NVRTC is not the one the tier was precompiled with (NVRTC 13.0 here, NVRTC 12.9's
+// tier from CAUSAL_CONV1D_CACHE_PATH): the tier's image of a kernel stands in for a compile when
+// this driver loads it (CC1D_TEST_STAND_IN=1), and only then; a kernel the tier lacks compiles,
+// or with the shipped PTX tier on (CC1D_TEST_SHIPPED=1) comes from there, after the stand-in.
+TEST_CASE("precompiled tier from another NVRTC") {
+  clean_cache_dir();
+  const char* expect = std::getenv("CC1D_TEST_STAND_IN");
+  const bool stand_in = expect != nullptr && std::string(expect) == "1";
+  const bool shipped = std::getenv("CC1D_TEST_SHIPPED") != nullptr;
+  Problem p(0);  // fp32, width 4: in the tier
+  ok(p);
+  Problem bf(0, CC1D_BFLOAT16, CC1D_BFLOAT16, Layout::ChannelLast);  // not in the tier
+  ok(bf);
+  const std::string r = report();
+  INFO(r);
+  CHECK(occurrences(r, "\"origin\": \"tier ") == (stand_in ? 1 : 0));
+  CHECK(origins(r, "shipped PTX") == (shipped ? 1 : 0));
+  CHECK(origins(r, "compiled") == (stand_in ? 0 : 1) + (shipped ? 0 : 1));
+  CHECK(has(r, "\"usable\": true, \"mode\": \"cubin\", \"target\": \"sm_90\""));
+  CHECK_FALSE(has(r, "\"nvrtc_version\": \"12.9\""));  // the node's own choice is another NVRTC
+  // A look for a stand-in counts no miss in the tier: only the lookup of what was then made does.
+  CHECK(has(r, stand_in ? "\"hits\": 1, \"misses\": 1, \"corrupt\": 0}]" : "\"hits\": 0, \"misses\": 2, \"corrupt\": 0}]"));
 }
 
 // A node with no NVRTC (CAUSAL_CONV1D_NVRTC=none) and that tier (CAUSAL_CONV1D_CACHE_PATH): its

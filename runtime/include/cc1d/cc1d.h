@@ -495,9 +495,11 @@ CC1D_API cc1d_status cc1d_cache_command(int32_t command, char** json);
  * cc1d_report's nvrtc_candidates, with no driver loaded), each requested op's variants that use
  * only the requested dtypes and widths, in parallel, into out_dir/kernels-v3/ (entries 0644),
  * skipping those already there. The directory is then usable by nodes as a read-only tier
- * (CAUSAL_CONV1D_CACHE_PATH), provided they run the same libcc1d, kernel sources and NVRTC, or
- * no usable NVRTC at all: out_dir/targets-v1 gives such a node each arch's target, compiler and
- * options (its keys; report mode "precompiled"). Writes out_dir/manifest.json (NVRTC per arch,
+ * (CAUSAL_CONV1D_CACHE_PATH), provided they run the same libcc1d and kernel sources:
+ * out_dir/targets-v1 gives each arch's target, compiler, options and the oldest driver that loads
+ * its images, so that a node with no usable NVRTC takes its keys from there (report mode
+ * "precompiled"), and one whose NVRTC choice differs loads the tier's image of a kernel for its
+ * target, where its driver can, instead of compiling it. Writes out_dir/manifest.json (NVRTC per arch,
  * assumptions, every variant with its key, bytes and origin, totals with the throughput) and sets
  * *manifest_json to the same text (release it with cc1d_free). Errors: CC1D_ERR_INVALID_ARGUMENT
  * (a bad list value, an unusable out_dir), CC1D_ERR_BACKEND_UNAVAILABLE (no NVRTC),

@@ -245,14 +245,17 @@ bool ImageCache::tier_usable(Tier& t) {
   return t.problem.empty();
 }
 
-bool ImageCache::load_tier(Tier& t, const std::string& digest, CompiledImage* out, StatCounts* delta) {
+bool ImageCache::load_tier(Tier& t, const std::string& digest, CompiledImage* out, StatCounts* delta,
+                            bool count_miss) {
   if (!tier_usable(t)) return false;
   const std::string path = t.entries + "/" + digest + kEntrySuffix;
   std::string bytes, why;
   const ReadResult r = read_entry_file(path, true, &bytes, &why);
   if (r == ReadResult::Absent) {
-    ++t.misses;
-    ++(*delta)[t.root]["misses"];
+    if (count_miss) {
+      ++t.misses;
+      ++(*delta)[t.root]["misses"];
+    }
     return false;
   }
   if (r == ReadResult::Ok && decode_cache_entry(bytes, digest, out, &why)) {
@@ -271,7 +274,8 @@ bool ImageCache::load_tier(Tier& t, const std::string& digest, CompiledImage* ou
   return false;
 }
 
-bool ImageCache::lookup(const std::string& digest, CompiledImage* out, std::string* origin, StatCounts* delta) {
+bool ImageCache::lookup(const std::string& digest, CompiledImage* out, std::string* origin, StatCounts* delta,
+                         bool count_miss) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memory_.find(digest);
@@ -287,7 +291,7 @@ bool ImageCache::lookup(const std::string& digest, CompiledImage* out, std::stri
     if (origin) *origin = "disk cache";
   } else {
     size_t i = 0;
-    while (i < tiers_.size() && !load_tier(*tiers_[i], digest, out, delta)) ++i;
+    while (i < tiers_.size() && !load_tier(*tiers_[i], digest, out, delta, count_miss)) ++i;
     if (i == tiers_.size()) return false;  // the caller counts the miss (after waiting, maybe)
     ++tier_hits_;
     if (local_readable()) ++(*delta)[kLocal]["misses"];
@@ -354,7 +358,7 @@ void ImageCache::write_local(const std::string& digest, const std::string& bytes
 
 bool ImageCache::load(const CacheKey& key, CompiledImage* out, std::string* origin, bool count_miss) {
   StatCounts delta;
-  const bool hit = lookup(key.digest(), out, origin, &delta);
+  const bool hit = lookup(key.digest(), out, origin, &delta, count_miss);
   if (!hit && count_miss) {
     ++misses_;
     ++delta[kLocal]["misses"];

@@ -66,7 +66,7 @@ class ImageCache {
 
   // True and fills *out on a hit (memory, local, then tiers). *origin (optional): "memory
   // cache", "disk cache" or "tier <path>". count_miss false: a look before another key's
-  // lookup, whose miss that lookup counts.
+  // lookup, whose miss that lookup counts (in the local cache and the tiers alike).
   bool load(const CacheKey& key, CompiledImage* out, std::string* origin = nullptr, bool count_miss = true);
   // Stores a successful compile (memory, and the local directory when writable). Never throws.
   void store(const CacheKey& key, const CompiledImage& kernel);
@@ -104,9 +104,11 @@ class ImageCache {
   bool ensure_local_dir();
   bool tier_usable(Tier& tier);
   bool local_readable();
-  bool lookup(const std::string& digest, CompiledImage* out, std::string* origin, StatCounts* delta);
+  // count_miss false: a tier that does not hold it counts no miss (load's look before another key).
+  bool lookup(const std::string& digest, CompiledImage* out, std::string* origin, StatCounts* delta,
+              bool count_miss = true);
   bool load_local(const std::string& digest, CompiledImage* out, StatCounts* delta);
-  bool load_tier(Tier& tier, const std::string& digest, CompiledImage* out, StatCounts* delta);
+  bool load_tier(Tier& tier, const std::string& digest, CompiledImage* out, StatCounts* delta, bool count_miss);
   void remember(const std::string& digest, const CompiledImage& image);
   // Writes an entry's bytes into the local cache: retried after eviction on a full disk, then
   // the size cap enforced.

@@ -204,15 +204,25 @@ std::vector<void*> JitBackend::build(const JitDevice& dev, const KernelSources& 
   const auto key = [&](const std::string& name, const Producer& p) {
     return CacheKey{src.hash, name, dev.target, p.compiler, p.options, CC1D_ABI_VERSION};
   };
+  const std::vector<Producer> stand_ins = tc_->stand_ins(dev);
   for (int attempt = 0;; ++attempt) {
     std::vector<size_t> which;
     std::vector<CacheKey> keys;
     for (size_t i = 0; i < names.size(); ++i) {
       const Producer p = tc_->producer(dev, src, names[i]);
       prebuilt[i] = p.prebuilt;
-      // The device compiler's own image, when a cache holds it (a precompiled tier), comes first.
-      if (!p.prebuilt.empty() && !own.compiler.empty() &&
-          cache_->load(key(names[i], own), &images[i], &origins[i], false)) {
+      // What a cache holds comes before what would be made: the device compiler's own image
+      // (fetch looks for it too, but would link a prebuilt tier's kernel first), then another
+      // compiler's image in a precompiled tier.
+      const auto held = [&](const Producer& q) {
+        return cache_->load(key(names[i], q), &images[i], &origins[i], false);
+      };
+      bool found = !own.compiler.empty() && (!p.prebuilt.empty() || !stand_ins.empty()) && held(own);
+      for (size_t k = 0; !found && k < stand_ins.size(); ++k)
+        if ((found = held(stand_ins[k])))
+          log_line(CC1D_LOG_INFO, "{}: {}'s image from {} stands in for a compile with {}", names[i],
+                   stand_ins[k].compiler, origins[i], own.compiler.empty() ? "no compiler" : own.compiler);
+      if (found) {
         prebuilt[i].clear();
         continue;
       }

@@ -60,6 +60,11 @@ class Toolchain {
   virtual Producer producer(const JitDevice& dev, const KernelSources& /*sources*/, const std::string& /*name*/) {
     return Producer{dev.compiler, dev.options, ""};
   }
+  // Other producers whose images, where a cache holds them, load on `dev` and stand in for a
+  // compile: a precompiled tier's, made for the device's target by another compiler (the tier
+  // was built with another NVRTC than the node chooses), best first. Asked only when no cache
+  // holds the device compiler's own image.
+  virtual std::vector<Producer> stand_ins(const JitDevice& /*dev*/) { return {}; }
   // Loads an image on the device and returns its entry point (an opaque handle kept for the life
   // of the process). Throws CC1D_ERR_BACKEND_UNAVAILABLE when the driver refuses the image.
   virtual void* load(const JitDevice& device, const CompiledImage& image, const std::string& name) = 0;

@@ -66,6 +66,23 @@ class NvrtcToolchain final : public Toolchain {
     return Producer{dev.compiler, dev.options, ""};
   }
 
+  // A precompiled tier's images for the device's arch and target by another NVRTC (or, on a
+  // device without one, another than the tier target it took), whose driver rule this driver
+  // meets: a node whose choice drifted from the tier's (another torch, another driver) loads
+  // them rather than compile its own.
+  std::vector<Producer> stand_ins(const JitDevice& dev) override {
+    std::vector<Producer> out;
+    if (offline_ || !dev.usable) return out;
+    for (const TierTarget& t : tier_targets()) {
+      const Producer p{t.compiler, t.options, ""};
+      bool known = p.compiler == dev.compiler && p.options == dev.options;
+      for (const Producer& q : out) known |= q.compiler == p.compiler && q.options == p.options;
+      if (!known && t.arch == dev.arch && t.target == dev.target && t.min_driver <= driver().version())
+        out.push_back(p);
+    }
+    return out;
+  }
+
   std::vector<CompiledImage> compile(const KernelSources& sources, const std::vector<std::string>& names,
                                      const JitDevice& dev) override {
     std::vector<CompiledImage> out(names.size());
@@ -244,9 +261,8 @@ class NvrtcToolchain final : public Toolchain {
   // with CC1D_ERR_UNSUPPORTED (compile()), so it falls back alone; with neither the device is
   // unusable.
   void without_nvrtc(JitDevice& d, DeviceChoice& dc, int driver_version) {
-    if (!tier_targets_) tier_targets_ = read_tier_targets(CacheConfig::default_tiers());  // only here
     std::string from;
-    if (const TierTarget* t = find_tier_target(*tier_targets_, d.arch, driver_version)) {
+    if (const TierTarget* t = find_tier_target(tier_targets(), d.arch, driver_version)) {
       d.target = t->target;
       d.compiler = t->compiler;
       d.options = t->options;
@@ -298,6 +314,11 @@ class NvrtcToolchain final : public Toolchain {
     return c.lib;
   }
   CudaDriver& driver() const { return *env_.driver.driver; }
+  // The targets of CAUSAL_CONV1D_CACHE_PATH's precompiled tiers, read at their first use.
+  const std::vector<TierTarget>& tier_targets() {
+    std::call_once(tier_targets_once_, [this] { tier_targets_ = read_tier_targets(CacheConfig::default_tiers()); });
+    return tier_targets_;
+  }
 
   // The tier's entry for a kernel on `dev`, or nullptr (refused for the device, or not held).
   const ShippedPtx* shipped(const JitDevice& dev, const KernelSources& sources, const std::string& name) {
@@ -362,7 +383,8 @@ class NvrtcToolchain final : public Toolchain {
   std::mutex nvrtc_mu_;
   std::vector<std::string> not_found_;
   bool no_nvrtc_search_ = false;  // CAUSAL_CONV1D_NVRTC=none
-  std::optional<std::vector<TierTarget>> tier_targets_;  // of CAUSAL_CONV1D_CACHE_PATH's precompiled tiers
+  std::once_flag tier_targets_once_;
+  std::vector<TierTarget> tier_targets_;
   std::vector<JitDevice> devices_;
   std::vector<DeviceChoice> choices_;
   std::mutex tier_mu_;
