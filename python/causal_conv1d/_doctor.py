@@ -15,9 +15,12 @@ The JSON schema (SCHEMA below, checked by validate(); README "causal-conv1d doct
                     sm_count, memory_bytes}]
   nvrtc             candidates [{path, origin, version, archs, error}], not_found [str],
                     ptx_tier {kernels, archs, nvrtc, bytes} (null: not compiled in),
-                    devices [{index, usable, mode, target, nvrtc, nvrtc_version, reason, ptx_tier}]
-                    (ptx_tier: "serves", or why the shipped PTX tier does not)
-  cache             {dir, mode, writable, entries, bytes, reason}
+                    devices [{index, usable, mode, target, nvrtc, nvrtc_version, reason, ptx_tier,
+                    precompiled [{tier, target, compiler, min_driver, use}]}]
+                    (ptx_tier: "serves", or why the shipped PTX tier does not; precompiled: the
+                    targets CAUSAL_CONV1D_CACHE_PATH's tiers list for its arch, and whether their
+                    kernels load by its own keys, stand in for compiles, or why not)
+  cache             {dir, mode, writable, entries, bytes, reason, tiers [{dir, problem}]}
   dispatch          [{device, requested, source, backend, serves, fallback, strict_fallback,
                     rejected [{backend, reason}]}]: backend null when nothing can serve the device
   gpu_backend       {available, reason}: why there is (or is not) a GPU backend here
@@ -56,8 +59,11 @@ SCHEMA = {
               "not_found": list,
               "ptx_tier": _ANY,
               "devices": [{"index": int, "usable": bool, "mode": _ANY, "target": _ANY, "nvrtc": _ANY,
-                           "nvrtc_version": _ANY, "reason": str, "ptx_tier": _ANY}]},
-    "cache": {"dir": _ANY, "mode": _ANY, "writable": bool, "entries": int, "bytes": int, "reason": _ANY},
+                           "nvrtc_version": _ANY, "reason": str, "ptx_tier": _ANY,
+                           "precompiled": [{"tier": str, "target": str, "compiler": str, "min_driver": str,
+                                            "use": str}]}]},
+    "cache": {"dir": _ANY, "mode": _ANY, "writable": bool, "entries": int, "bytes": int, "reason": _ANY,
+              "tiers": [{"dir": str, "problem": _ANY}]},
     "dispatch": [{"device": str, "requested": _ANY, "source": _ANY, "backend": _ANY, "serves": _ANY,
                   "fallback": bool, "strict_fallback": bool, "rejected": [{"backend": str, "reason": str}]}],
     "gpu_backend": {"available": bool, "reason": str},
@@ -158,19 +164,22 @@ def _nvrtc(nvrtc: dict) -> dict:
                            for c in nvrtc.get("nvrtc_candidates", [])],
             "not_found": list(nvrtc.get("nvrtc_not_found", [])),
             "ptx_tier": nvrtc.get("ptx_tier"),
-            "devices": [_pick(d, ("index", "usable", "mode", "target", "nvrtc", "nvrtc_version", "reason",
-                                  "ptx_tier"), ("mode", "target", "nvrtc", "nvrtc_version", "ptx_tier"))
+            "devices": [dict(_pick(d, ("index", "usable", "mode", "target", "nvrtc", "nvrtc_version", "reason",
+                                       "ptx_tier"), ("mode", "target", "nvrtc", "nvrtc_version", "ptx_tier")),
+                             precompiled=list(d.get("precompiled", [])))
                         for d in nvrtc.get("devices", [])]}
 
 
 def _cache(lib) -> dict:
     """The local kernel cache as libcc1d sees it (cc1d_cache_command "stats"): never created or
     probed here, so the cache's own rules (mode 0700, trust) stay the only ones."""
-    out = {"dir": None, "mode": None, "writable": False, "entries": 0, "bytes": 0, "reason": None}
+    out = {"dir": None, "mode": None, "writable": False, "entries": 0, "bytes": 0, "reason": None, "tiers": []}
     if lib is None:
         out["reason"] = "libcc1d is not loaded"
         return out
-    local = lib.cache_command("stats")["local"]
+    stats = lib.cache_command("stats")
+    local = stats["local"]
+    out["tiers"] = [{"dir": t["dir"], "problem": t["problem"] or None} for t in stats.get("tiers", [])]
     out.update(dir=local["dir"] or None, mode=local["state"], writable=local["state"] == "read-write",
                entries=int(local.get("entries", 0)), bytes=int(local.get("bytes", 0)))
     if local["state"] == "off":

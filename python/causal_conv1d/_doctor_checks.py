@@ -128,6 +128,40 @@ def nvrtc_vs_driver(candidates: list, driver_cuda: Optional[str], devices: tuple
     return out or [check(name, "ok", f"{len(usable)} NVRTC(s), none newer than the driver (CUDA {driver_cuda})")]
 
 
+def precompiled_tiers(tiers: list, devices: list) -> list:
+    """Whether CAUSAL_CONV1D_CACHE_PATH's precompiled tiers serve each usable GPU device (the
+    report's nvrtc devices): by its own keys, or with another NVRTC's kernels standing in for
+    compiles; and which tiers are skipped. Nothing when no tier is set."""
+    name = "precompiled tiers"
+    out = [check(name, "warn", f"the tier {t['dir']} is skipped: {t['problem']}",
+                 "make it with `causal-conv1d precompile --out DIR` (owned by root or by you, writable by no one "
+                 "else), or take it out of CAUSAL_CONV1D_CACHE_PATH") for t in tiers if t.get("problem")]
+    if not tiers:
+        return out
+    for d in devices:
+        if not d["usable"]:
+            continue
+        where = f"device {d['index']} ({d['target']})"
+        uses = d.get("precompiled") or []
+        own = [u for u in uses if u["use"] == "own keys"]
+        stand = [u for u in uses if u["use"] == "stands in"]
+        if own:
+            out.append(check(name, "ok", f"{where}: {own[0]['tier']} holds kernels by this node's own keys "
+                                         f"({own[0]['compiler']}, {own[0]['target']})"))
+        elif stand:
+            mine = f"NVRTC {d['nvrtc_version']}" if d.get("nvrtc_version") else "no NVRTC"
+            out.append(check(name, "ok", f"{where}: {stand[0]['tier']}'s {stand[0]['compiler']} kernels stand in for "
+                                         f"compiles (this node chose {mine}); a kernel it lacks is compiled"))
+        else:
+            why = "; ".join(f"{u['tier']} ({u['compiler']}, {u['target']}): {u['use']}" for u in uses)
+            first = "link the shipped PTX tier's kernels or compile" if d.get("ptx_tier") == "serves" else "compile"
+            out.append(check(name, "warn", f"{where}: no precompiled kernel loads here, so first calls {first}: " +
+                             (why or "no tier lists a target for its arch (or was made before targets-v1)"),
+                             "run `causal-conv1d precompile --out DIR` for this node's arch and driver (--arch, "
+                             "--driver-cuda) into a tier of CAUSAL_CONV1D_CACHE_PATH"))
+    return out
+
+
 # ---- the installation -----------------------------------------------------------------------------
 
 
@@ -189,4 +223,5 @@ def run_all(report: dict) -> list:
     _, _, tags = _metadata("torch")
     out.append(python_vs_torch(tags, sys.version_info[:2], torch["error"]))
     out += nvrtc_vs_driver(report["nvrtc"]["candidates"], driver_cuda, report["nvrtc"]["devices"])
+    out += precompiled_tiers(report["cache"]["tiers"], report["nvrtc"]["devices"])
     return out

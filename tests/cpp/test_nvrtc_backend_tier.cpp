@@ -227,6 +227,9 @@ TEST_CASE("precompiled tier from another NVRTC") {
   CHECK(origins(r, "compiled") == (stand_in ? 0 : 1) + (shipped ? 0 : 1));
   CHECK(has(r, "\"usable\": true, \"mode\": \"cubin\", \"target\": \"sm_90\""));
   CHECK_FALSE(has(r, "\"nvrtc_version\": \"12.9\""));  // the node's own choice is another NVRTC
+  // The report says which of the tier's targets serve the device, and why not.
+  CHECK(has(r, "\"target\": \"sm_90\", \"compiler\": \"NVRTC 12.9\", \"min_driver\": \"12.0\", \"use\": " +
+                   std::string(stand_in ? "\"stands in\"" : "\"needs a CUDA 12.0 driver\"")));
   // A look for a stand-in counts no miss in the tier: only the lookup of what was then made does.
   CHECK(has(r, stand_in ? "\"hits\": 1, \"misses\": 1, \"corrupt\": 0}]" : "\"hits\": 0, \"misses\": 2, \"corrupt\": 0}]"));
 }
@@ -261,5 +264,6 @@ TEST_CASE("precompiled tier without any NVRTC") {
   CHECK(origins(r, "compiled") == 0);
   CHECK(has(r, "\"usable\": true, \"mode\": \"precompiled\", \"target\": \"sm_90\", \"nvrtc\": \"\""));
   CHECK(has(r, "\"reason\": \"kernels only from the precompiled tier "));
+  CHECK(has(r, "\"use\": \"own keys\"}], \"decisions\""));
   CHECK_FALSE(nvrtc_mapped());
 }

@@ -128,6 +128,39 @@ def test_a_precompiled_tier_serves_a_gpu_without_nvrtc(fake_driver, nvrtc, tmp_p
     assert dev["reason"].startswith(f"kernels only from the precompiled tier {tier} (NVRTC ")
     t = next(t for t in r["self_test"] if t["device"] == "cuda:0")
     assert t["backend"] == "nvrtc" and t["passed"], t
+    assert r["cache"]["tiers"] == [{"dir": str(tier), "problem": None}]
+    assert [(u["tier"], u["target"], u["use"]) for u in dev["precompiled"]] == [(str(tier), "sm_90", "own keys")]
+    c = next(c for c in r["checks"] if c["name"] == "precompiled tiers")
+    assert c["status"] == "ok" and c["message"].startswith(f"device 0 (sm_90): {tier} holds kernels by this node's "
+                                                           "own keys (NVRTC "), c
+
+
+def test_precompiled_tiers_against_the_devices():
+    def use(u, compiler="NVRTC 12.9"):
+        return {"tier": "/t", "target": "sm_90", "compiler": compiler, "min_driver": "12.0", "use": u}
+
+    def dev(*uses, usable=True):
+        return {"index": 0, "usable": usable, "target": "sm_90", "nvrtc_version": "13.0", "precompiled": list(uses)}
+
+    tier = [{"dir": "/t", "problem": None}]
+    assert _doctor_checks.precompiled_tiers([], [dev()]) == []  # CAUSAL_CONV1D_CACHE_PATH unset
+    [c] = _doctor_checks.precompiled_tiers(tier, [dev(use("stands in"), use("own keys", "NVRTC 13.0"))])
+    assert c["status"] == "ok" and c["message"] == "device 0 (sm_90): /t holds kernels by this node's own keys " \
+                                                   "(NVRTC 13.0, sm_90)"
+    [c] = _doctor_checks.precompiled_tiers(tier, [dev(use("needs a CUDA 13.0 driver"), use("stands in"))])
+    assert c["status"] == "ok" and c["message"] == ("device 0 (sm_90): /t's NVRTC 12.9 kernels stand in for compiles "
+                                                    "(this node chose NVRTC 13.0); a kernel it lacks is compiled")
+    [c] = _doctor_checks.precompiled_tiers(tier, [dev(use("needs a CUDA 13.0 driver"))])
+    assert c["status"] == "warn" and c["message"].endswith("/t (NVRTC 12.9, sm_90): needs a CUDA 13.0 driver")
+    assert "causal-conv1d precompile --out DIR" in c["fix"]
+    [c] = _doctor_checks.precompiled_tiers(tier, [dev()])
+    assert c["status"] == "warn" and "so first calls compile: no tier lists a target for its arch" in c["message"]
+    [c] = _doctor_checks.precompiled_tiers(tier, [dict(dev(), ptx_tier="serves")])
+    assert "so first calls link the shipped PTX tier's kernels or compile: " in c["message"]
+    assert _doctor_checks.precompiled_tiers(tier, [dev(usable=False)]) == []  # its own check says why
+    skipped = [{"dir": "/u", "problem": "/u is writable by others"}]
+    [c] = _doctor_checks.precompiled_tiers(skipped, [])
+    assert c["status"] == "warn" and c["message"] == "the tier /u is skipped: /u is writable by others"
 
 
 def test_a_failing_self_test_fails_the_doctor(fake_driver, nvrtc, tmp_path):

@@ -106,7 +106,10 @@
  *  - Lookup: memory, then the local cache <dir>/kernels-v3/<sha256 key>.cc1dbin, then each tier
  *    of CAUSAL_CONV1D_CACHE_PATH (<tier>/kernels-v3/...). A tier hit is copied into the local
  *    cache. The key covers the kernel sources, the variant, the target (sm_XY / compute_XY),
- *    the compiler and its version, the options and the ABI.
+ *    the compiler and its version, the options and the ABI. When no cache holds the key of the
+ *    device's own compiler, a tier's image by another compiler for the same target whose oldest
+ *    driver (<tier>/targets-v1) this driver meets stands in before anything is compiled; the
+ *    report's per-device "precompiled" lists each tier target of its arch and its use there.
  *  - Compile once: a process that misses takes a per-key lock (an OFD lock on one byte of
  *    <dir>/kernels-v3/compile.lock), looks again, compiles and stores; the others wait, then
  *    load its entry. The lock of a process that dies is released by the kernel; a holder that

@@ -30,6 +30,10 @@ namespace {
 // precompiled tier (then the shipped one).
 constexpr const char* kTierOnlyMode = "shipped PTX only";
 constexpr const char* kPrecompiledMode = "precompiled";
+// A precompiled tier target's use on a device (the report's "precompiled"): the device's own
+// keys, or another compiler's images loaded instead of a compile (Toolchain::stand_ins).
+constexpr const char* kOwnKeys = "own keys";
+constexpr const char* kStandsIn = "stands in";
 
 struct DeviceChoice {
   NvrtcChoice choice;        // choice.index: the candidate of its NVRTC
@@ -72,13 +76,11 @@ class NvrtcToolchain final : public Toolchain {
   // them rather than compile its own.
   std::vector<Producer> stand_ins(const JitDevice& dev) override {
     std::vector<Producer> out;
-    if (offline_ || !dev.usable) return out;
+    if (offline_) return out;
     for (const TierTarget& t : tier_targets()) {
-      const Producer p{t.compiler, t.options, ""};
-      bool known = p.compiler == dev.compiler && p.options == dev.options;
-      for (const Producer& q : out) known |= q.compiler == p.compiler && q.options == p.options;
-      if (!known && t.arch == dev.arch && t.target == dev.target && t.min_driver <= driver().version())
-        out.push_back(p);
+      bool known = false;
+      for (const Producer& q : out) known |= q.compiler == t.compiler && q.options == t.options;
+      if (!known && t.arch == dev.arch && tier_use(t, dev) == kStandsIn) out.push_back(Producer{t.compiler, t.options, ""});
     }
     return out;
   }
@@ -221,7 +223,8 @@ class NvrtcToolchain final : public Toolchain {
            ", \"nvrtc\": " + json_quote(nv ? nv->path : "") +
            ", \"nvrtc_version\": " + json_quote(nv ? nv->version_string() : "") +
            ", \"reason\": " + json_quote(d.reason) + ", \"ptx_tier\": " +
-           json_quote(tier_state(dc)) + ", \"decisions\": " + decisions_json(dc.choice.decisions) + "}";
+           json_quote(tier_state(dc)) + ", \"precompiled\": " + precompiled_json(d) +
+           ", \"decisions\": " + decisions_json(dc.choice.decisions) + "}";
     }
     return j + "]";
   }
@@ -346,6 +349,28 @@ class NvrtcToolchain final : public Toolchain {
                                                          : "neither its precompiled tier nor the shipped PTX tier "
                                                            "holds it") +
                                    ", and NVRTC cannot compile it: " + dc.choice.reason);
+  }
+
+  // The precompiled tiers' targets for a device's arch, each with its use there: "own keys" (the
+  // images this device would make), "stands in" (another compiler's, loaded instead of a
+  // compile), or why neither.
+  std::string precompiled_json(const JitDevice& d) {
+    std::string j;
+    if (!offline_)
+      for (const TierTarget& t : tier_targets())
+        if (t.arch == d.arch)
+          j += std::string(j.empty() ? "" : ", ") + "{\"tier\": " + json_quote(t.tier) + ", \"target\": " +
+               json_quote(t.target) + ", \"compiler\": " + json_quote(t.compiler) + ", \"min_driver\": " +
+               json_quote(cuda_version_string(t.min_driver)) + ", \"use\": " + json_quote(tier_use(t, d)) + "}";
+    return "[" + j + "]";
+  }
+  // A tier target's use on a device of its arch (what stand_ins and the report say).
+  std::string tier_use(const TierTarget& t, const JitDevice& d) const {
+    if (!d.usable) return "the device is unusable";
+    if (t.target != d.target) return "its target is not " + d.target;
+    if (t.compiler == d.compiler && t.options == d.options) return kOwnKeys;
+    if (t.min_driver > driver().version()) return "needs a CUDA " + cuda_version_string(t.min_driver) + " driver";
+    return kStandsIn;
   }
 
   // The report's word on the tier for a device: "serves", why not, or why it was turned off.
