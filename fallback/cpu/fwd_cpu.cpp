@@ -18,6 +18,7 @@
 #include "fallback/cpu/packed_rows.h"
 #include "fallback/cpu/segments.h"
 #include "fallback/cpu/simd.h"
+#include "fallback/cpu/stream_out.h"
 #include "fallback/cpu/thread_pool.h"
 #include "fallback/cpu/tiling.h"
 #include "fallback/cpu/x_rows.h"
@@ -167,7 +168,8 @@ void cl_tile_generic(const FwdProblem& p, const SimdKernels& k, int64_t b, int64
   x_steps(p, b, t0 - (W - 1), nt + W - 1, c0, nc, xin.data());
   o.resize(nt * nc);
   if (!p.seq_idx.present()) {
-    k.conv_channels[W - 1](CC1D_FLOAT32, &xin[(W - 1) * nc], nc, xin.data(), wt, bias, p.silu, o.data(), nc, nt, nc);
+    k.conv_channels[W - 1](CC1D_FLOAT32, &xin[(W - 1) * nc], nc, xin.data(), wt, bias, p.silu, false, o.data(), nc, nt,
+                           nc);
   } else {
     for (int64_t t = 0; t < nt; ++t) {
       float* ot = &o[t * nc];
@@ -194,6 +196,7 @@ void fwd_channel_major(const FwdProblem& p) {
   const bool unit = p.x.strides[1] == 1 && p.out.strides[1] == 1;
   const int64_t es = dtype_size(p.x_dtype);
   const std::vector<std::vector<int64_t>> runs = seq_runs(p.seq_idx, unit ? p.batch : 0, p.seqlen);  // fused only
+  const bool stream = stream_output(static_cast<size_t>(p.batch * p.dim * p.seqlen * es));
   // A thread takes whole blocks of steps (every channel tile of them) when there are enough for
   // all: two threads writing the same rows of a fresh output fault the same pages (measured:
   // causal_conv1d_fn 4x2048x2048 fp32, 2.3 -> 1.5 ns per output).
@@ -231,7 +234,7 @@ void fwd_channel_major(const FwdProblem& p) {
           x_steps(p, b, r0 - (W - 1), W - 1, c0, nc, xin.data());  // the history, as floats
           for (int i = 0; i < W - 1; ++i)
             if (!same_segment(p, b, r0 - (W - 1) + i, r0)) std::fill(&xin[i * nc], &xin[(i + 1) * nc], 0.f);
-          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt, bias, p.silu, o0 + r0 * os * es,
+          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt, bias, p.silu, stream, o0 + r0 * os * es,
                                  os, r1 - r0, nc);
         });
       } else {

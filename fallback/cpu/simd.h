@@ -95,9 +95,12 @@ struct SimdKernels {
   void (*const* conv_time)(int dtype, const void* x, const float* halo, const float* w, float bias, bool silu,
                            void* out, long long n);
   // Channel-last tile of nt steps x nc contiguous channels: x and out time strides xs and os
-  // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. Index W-1.
+  // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. `stream`: out's
+  // whole vectors go around the caches where the build and their alignment allow (non-temporal
+  // stores, for an output larger than the cache: stream_out.h); the same values. Index W-1.
   void (*const* conv_channels)(int dtype, const void* x, long long xs, const float* halo, const float* wt,
-                               const float* bias, bool silu, void* out, long long os, long long nt, long long nc);
+                               const float* bias, bool silu, bool stream, void* out, long long os, long long nt,
+                               long long nc);
   // Channel-first rows of len steps stored back to back (row c at element c * len of x and out),
   // nc rows, x read as 0 before each row's step 0 (simd_packed.inc): out[c*len + t] =
   // act(wt[W*ws + c] + sum_k wt[k*ws + c] * x[c*len + t - (W-1) + k]). wt: W rows of ws taps, then

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fallback/cpu/simd.h"
+#include "fallback/cpu/stream_out.h"
 #include "fallback/cpu/thread_pool.h"
 #include "bwd_case.h"
 #include "fwd_case.h"
@@ -199,7 +200,7 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
       for (long long i = 0; i < n; ++i)
         REQUIRE_MESSAGE(cc1d::bf16_bits_to_float(out[i]) == cc1d::bf16_bits_to_float(x[i]), "channel-first " << i);
       std::fill(out.begin(), out.end(), 0x7fc0);
-      k->conv_channels[0](CC1D_BFLOAT16, x.data(), n, nullptr, ws.data(), bs.data(), false, out.data(), n, 1, n);
+      k->conv_channels[0](CC1D_BFLOAT16, x.data(), n, nullptr, ws.data(), bs.data(), false, false, out.data(), n, 1, n);
       for (long long i = 0; i < n; ++i)
         REQUIRE_MESSAGE(cc1d::bf16_bits_to_float(out[i]) == cc1d::bf16_bits_to_float(x[i]), "channel-last " << i);
     }
@@ -223,6 +224,61 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
                          CC1D_BACKEND_CPU);
           }
   });
+}
+
+// Streamed stores (stream_out.h) write what the plain ones do, bit for bit, on rows aligned for
+// them (every row, or every other) and on rows that are not (they store as usual), for every
+// dtype, with and without silu: whole groups of vectors, single ones and a partial one. The
+// plain output is the one the float64 reference checks (the case above); both start poisoned.
+TEST_CASE("every SIMD build: streamed channel-last stores write what plain ones do") {
+  std::mt19937 rng = test_rng(203);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    const long long nc = 19 * k->width + 3, nt = 6, W = 4;
+    for (int dt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
+      for (long long os : {nc, (nc + 31) / 32 * 32, (nc + 31) / 32 * 32 + 16})  // rows unaligned, aligned, halves
+        for (bool silu : {false, true}) {
+          INFO("dtype " << dt << ", row stride " << os << ", silu " << silu);
+          const size_t eb = dt == CC1D_FLOAT32 ? 4 : 2, bytes = (nt * os * eb + 63) / 64 * 64;
+          std::vector<float> xf(nt * nc), halo((W - 1) * nc), wt(W * nc), bias(nc);
+          for (auto* v : {&xf, &halo, &wt, &bias})
+            for (float& e : *v) e = normal(rng);
+          std::vector<unsigned char> x(nt * nc * eb);
+          k->from_f32(dt, xf.data(), x.data(), nt * nc);
+          unsigned char* plain = static_cast<unsigned char*>(std::aligned_alloc(64, bytes));
+          unsigned char* streamed = static_cast<unsigned char*>(std::aligned_alloc(64, bytes));
+          std::memset(plain, 0xff, bytes);  // NaN in every dtype
+          std::memset(streamed, 0xff, bytes);
+          k->conv_channels[W - 1](dt, x.data(), nc, halo.data(), wt.data(), bias.data(), silu, false, plain, os, nt, nc);
+          k->conv_channels[W - 1](dt, x.data(), nc, halo.data(), wt.data(), bias.data(), silu, true, streamed, os, nt,
+                                  nc);
+          for (long long t = 0; t < nt; ++t) {
+            CHECK(std::memcmp(plain + t * os * eb, streamed + t * os * eb, nc * eb) == 0);
+            std::vector<float> back(nc);
+            k->to_f32(dt, streamed + t * os * eb, back.data(), nc);
+            for (long long c = 0; c < nc; ++c) REQUIRE_MESSAGE(!std::isnan(back[c]), "step " << t << ", channel " << c);
+          }
+          std::free(plain);
+          std::free(streamed);
+        }
+  }
+}
+
+TEST_CASE("CAUSAL_CONV1D_CPU_STREAM: outputs beyond half the last-level cache, always, or never") {
+  const size_t llc = cc1d::last_level_cache_bytes();
+  CHECK(llc >= (size_t(64) << 10));
+  for (const char* v : {"", "auto", static_cast<const char*>(nullptr)}) {
+    if (v) setenv("CAUSAL_CONV1D_CPU_STREAM", v, 1);
+    else unsetenv("CAUSAL_CONV1D_CPU_STREAM");
+    CHECK_FALSE(cc1d::stream_output(llc / 2));
+    CHECK(cc1d::stream_output(llc / 2 + 1));
+  }
+  setenv("CAUSAL_CONV1D_CPU_STREAM", "1", 1);
+  CHECK(cc1d::stream_output(64));
+  setenv("CAUSAL_CONV1D_CPU_STREAM", "off", 1);
+  CHECK_FALSE(cc1d::stream_output(size_t(1) << 40));
+  unsetenv("CAUSAL_CONV1D_CPU_STREAM");
 }
 
 TEST_CASE("every SIMD build: channel-first rows packed back to back, no row reaching into the next") {

@@ -61,6 +61,10 @@
  *                              upstream's override).
  *  - CAUSAL_CONV1D_LOG_LEVEL   trace|debug|info|warn|error|off (default warn).
  *  - CAUSAL_CONV1D_NUM_THREADS threads of the cpu and emulate backends (default: all cores).
+ *  - CAUSAL_CONV1D_CPU_STREAM unset/auto: the cpu backend's channel-last forward writes an output
+ *                              over half the last-level cache with non-temporal stores (no
+ *                              read of each line before its write); 1: always; 0: never. The
+ *                              same values either way.
  *  - CAUSAL_CONV1D_HUGEPAGES  0|false|no|off: the cpu backend stops asking for transparent huge
  *                              pages (madvise) on the untouched whole huge pages of an output of
  *                              two huge pages or more before writing it (default on, where the

@@ -3,6 +3,7 @@
 #include "backends/backend.h"
 #include "fallback/cpu/simd.h"
 #include "fallback/cpu/thread_pool.h"
+#include "platform/cpu_cache.h"
 #include "platform/huge_pages.h"
 
 namespace cc1d {
@@ -34,7 +35,8 @@ class CpuBackend final : public Backend {
     return "{\"compiled_in\": true, \"available\": true, \"threads\": " + std::to_string(num_threads()) +
            ", \"simd\": \"" + simd().name + "\", \"simd_floats\": " + std::to_string(simd().width) +
            ", \"huge_pages\": \"" + huge_page_mode() +
-           "\", \"huge_page_advice\": " + (huge_page_advice_on() ? "true" : "false") + "}";
+           "\", \"huge_page_advice\": " + (huge_page_advice_on() ? "true" : "false") +
+           ", \"last_level_cache_bytes\": " + std::to_string(last_level_cache_bytes()) + "}";
   }
 };
 
