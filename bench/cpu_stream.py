@@ -52,7 +52,8 @@ def main():
             n, nbytes = x.numel(), 2 * x.numel() * x.element_size()
             plain, streamed = (statistics.median(rounds[m]) for m in ("0", "1"))
             print(f"| {B},{D},{L} | {str(dtype)[6:]} | {plain / n * 1e9:.3f} | {streamed / n * 1e9:.3f} | "
-                  f"{nbytes / plain / 1e9:.2f} | {nbytes / streamed / 1e9:.2f} | {(streamed / plain - 1) * 100:+.0f}% |")
+                  f"{nbytes / plain / 1e9:.2f} | {nbytes / streamed / 1e9:.2f} | "
+                  f"{(streamed / plain - 1) * 100:+.0f}% |")
     os.environ.pop("CAUSAL_CONV1D_CPU_STREAM")
     print(f"\nload average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 

@@ -291,8 +291,8 @@ void bwd_channels(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, const 
       each_run([&](int64_t r0, int64_t r1, int cur) {
         if (cur < 0) return;  // padding: its rows of g stay the zeros they were loaded as
         const MaskSteps history = x_history(r0, cur);
-        k.conv_channels[W - 1](CC1D_FLOAT32, &x[(r0 + W - 1) * nc], nc, &x[r0 * nc], w.data(), bias.data(), false, false,
-                               &z[r0 * nc], nc, r1 - r0, nc);
+        k.conv_channels[W - 1](CC1D_FLOAT32, &x[(r0 + W - 1) * nc], nc, &x[r0 * nc], w.data(), bias.data(), false,
+                               false, &z[r0 * nc], nc, r1 - r0, nc);
         k.mul_silu_grad(&z[r0 * nc], &g[r0 * nc], (r1 - r0) * nc);
       });
     std::copy(carry.begin(), carry.begin() + (W - 1) * nc, g.begin() + nt * nc);

@@ -234,7 +234,8 @@ void fwd_channel_major(const FwdProblem& p) {
           x_steps(p, b, r0 - (W - 1), W - 1, c0, nc, xin.data());  // the history, as floats
           for (int i = 0; i < W - 1; ++i)
             if (!same_segment(p, b, r0 - (W - 1) + i, r0)) std::fill(&xin[i * nc], &xin[(i + 1) * nc], 0.f);
-          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt, bias, p.silu, stream, o0 + r0 * os * es,
+          k.conv_channels[W - 1](p.x_dtype, x0 + r0 * xs * es, xs, xin.data(), wt, bias, p.silu, stream,
+                                 o0 + r0 * os * es,
                                  os, r1 - r0, nc);
         });
       } else {

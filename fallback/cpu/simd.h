@@ -97,7 +97,7 @@ struct SimdKernels {
   // Channel-last tile of nt steps x nc contiguous channels: x and out time strides xs and os
   // elements, halo (W-1) x nc floats, weights wt W x nc floats, bias nc floats. `stream`: out's
   // whole vectors go around the caches where the build and their alignment allow (non-temporal
-  // stores, for an output larger than the cache: stream_out.h); the same values. Index W-1.
+  // stores, for an output over half the last-level cache: stream_out.h); the same values. Index W-1.
   void (*const* conv_channels)(int dtype, const void* x, long long xs, const float* halo, const float* wt,
                                const float* bias, bool silu, bool stream, void* out, long long os, long long nt,
                                long long nc);

@@ -250,7 +250,8 @@ TEST_CASE("every SIMD build: streamed channel-last stores write what plain ones 
           unsigned char* streamed = static_cast<unsigned char*>(std::aligned_alloc(64, bytes));
           std::memset(plain, 0xff, bytes);  // NaN in every dtype
           std::memset(streamed, 0xff, bytes);
-          k->conv_channels[W - 1](dt, x.data(), nc, halo.data(), wt.data(), bias.data(), silu, false, plain, os, nt, nc);
+          k->conv_channels[W - 1](dt, x.data(), nc, halo.data(), wt.data(), bias.data(), silu, false, plain, os, nt,
+                                  nc);
           k->conv_channels[W - 1](dt, x.data(), nc, halo.data(), wt.data(), bias.data(), silu, true, streamed, os, nt,
                                   nc);
           for (long long t = 0; t < nt; ++t) {

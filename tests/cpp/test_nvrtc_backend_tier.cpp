@@ -231,7 +231,8 @@ TEST_CASE("precompiled tier from another NVRTC") {
   CHECK(has(r, "\"target\": \"sm_90\", \"compiler\": \"NVRTC 12.9\", \"min_driver\": \"12.0\", \"use\": " +
                    std::string(stand_in ? "\"stands in\"" : "\"needs a CUDA 12.0 driver\"")));
   // A look for a stand-in counts no miss in the tier: only the lookup of what was then made does.
-  CHECK(has(r, stand_in ? "\"hits\": 1, \"misses\": 1, \"corrupt\": 0}]" : "\"hits\": 0, \"misses\": 2, \"corrupt\": 0}]"));
+  CHECK(has(r, stand_in ? "\"hits\": 1, \"misses\": 1, \"corrupt\": 0}]"
+                        : "\"hits\": 0, \"misses\": 2, \"corrupt\": 0}]"));
 }
 
 // A node with no NVRTC (CAUSAL_CONV1D_NVRTC=none) and that tier (CAUSAL_CONV1D_CACHE_PATH): its

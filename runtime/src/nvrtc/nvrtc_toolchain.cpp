@@ -80,7 +80,8 @@ class NvrtcToolchain final : public Toolchain {
     for (const TierTarget& t : tier_targets()) {
       bool known = false;
       for (const Producer& q : out) known |= q.compiler == t.compiler && q.options == t.options;
-      if (!known && t.arch == dev.arch && tier_use(t, dev) == kStandsIn) out.push_back(Producer{t.compiler, t.options, ""});
+      if (!known && t.arch == dev.arch && tier_use(t, dev) == kStandsIn)
+        out.push_back(Producer{t.compiler, t.options, ""});
     }
     return out;
   }
