@@ -75,20 +75,21 @@ struct RowBuffers {
 };
 
 // The walk's rows of up to nc floats, ls apart: the taps, dweight's and dbias's sums, the bias,
-// the x and g rings, the x before step 0 (BwdStepsArgs) and two rows of scratch. Rows a multiple
-// of 4 KiB apart fall in the same L1 sets, and a chunk's 5W+3 rows are more than a set's 12
-// ways; rows a chunk apart modulo 4 KiB spread over the sets. 4x2048x2048 bf16, one thread,
-// median of 9 alternated in one process: rows 4 KiB apart 35.9 ms, 4 KiB and a line 29.5, 4 KiB
-// and a chunk (1 KiB) 22.2.
+// the x and g rings, the x before step 0 (BwdStepsArgs) and two rows of scratch. A vector of
+// channels reads its column of all of them, and rows a multiple of 4 KiB apart fall in the same
+// L1 sets: wide rows are a multiple of 4 KiB and 1 KiB apart, so that they spread over the sets
+// (measured with the earlier walk, 4x2048x2048 bf16, one thread: rows 4 KiB apart 35.9 ms, 4 KiB
+// and a line 29.5, 4 KiB and 1 KiB 22.2).
 struct WalkBuffers {
   int W;
   int64_t ls;
   std::vector<float> rows;
   std::vector<double> total;  // dw then db, as TileBuffers
-  std::vector<int> seq;       // with seq_idx: a batch row's ids (BwdStepsArgs::seq), from step -(W-1)
+  std::vector<int> seq;        // with seq_idx: a batch row's ids, from step -(W-1)
+  std::vector<unsigned> keep;  // and its steps' bits (BwdStepsArgs::keep)
   WalkBuffers(int width, int64_t nc)
       : W(width),
-        ls(nc <= kStepsChunk ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + kStepsChunk),
+        ls(nc <= 256 ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + 256),
         rows((5 * width + 3) * ls),
         total((width + 1) * nc) {}
   float* row(int r) { return rows.data() + r * ls; }

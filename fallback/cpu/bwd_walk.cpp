@@ -79,10 +79,19 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
   a.xs = p.x.strides[2], a.ds = p.dout.strides[2], a.dxs = p.dx.strides[2], a.nc = nc, a.ls = ls;
   a.halo = halo, a.wt = buf.wt(), a.bias = buf.bias();
   a.xring = buf.xring(), a.gring = buf.gring(), a.dw = buf.dw(), a.db = buf.db();
+  const int* seq = nullptr;  // the row's ids from step -(W-1) to seqlen+W-2
   if (p.seq_idx.present()) {
     buf.seq.resize(p.seqlen + 2 * (W - 1));
     for (int64_t s = -(W - 1); s < p.seqlen + W - 1; ++s) buf.seq[s + W - 1] = seq_at(p, b, s);
-    a.seq = buf.seq.data() + (W - 1);
+    seq = buf.seq.data() + (W - 1);
+    buf.keep.resize(p.seqlen);
+    for (int64_t s = 0; s < p.seqlen; ++s) {
+      unsigned bits = seq[s] < 0 ? 1u << 2 * W : 0u;
+      for (int k = 0; k < W; ++k)
+        bits |= unsigned(seq[s - (W - 1) + k] == seq[s]) << k | unsigned(seq[s + W - 1 - k] == seq[s]) << (W + k);
+      buf.keep[s] = bits;
+    }
+    a.keep = buf.keep.data();
   }
   // dx at step s (s < 0: dinitial_states) from the g the ring holds: sum_k w[k] g(r), r =
   // s+W-1-k, over the outputs r in the row and in s's segment, plus dfinal_states.
@@ -91,7 +100,7 @@ void bwd_channel_walk(const BwdProblem& p, int64_t b, int64_t c0, int64_t nc, co
     std::fill(row, row + nc, 0.f);
     for (int k = 0; k < W; ++k) {
       const int64_t r = s + W - 1 - k;
-      if (r < 0 || r >= p.seqlen || (a.seq && a.seq[r] != a.seq[s])) continue;
+      if (r < 0 || r >= p.seqlen || (seq && seq[r] != seq[s])) continue;
       const float *g = buf.gring() + (r + W) % W * ls, *wk = buf.wt() + k * ls;
       for (int64_t q = 0; q < nc; ++q) row[q] += wk[q] * g[q];
     }

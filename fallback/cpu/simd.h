@@ -34,16 +34,12 @@ constexpr int kMaxSimdWidth = 16;
 // SIMD unit's compile time).
 template <int W>
 constexpr bool kHasBwdWalk = W >= 2 && W <= 4;
-// The walk's channels a chunk: its rows' chunks stay in L1 while it walks the steps (W = 4: 18 KB).
-constexpr long long kStepsChunk = 256;
-
 // The backward's one pass over a channel-last run of steps (SimdKernels::bwd_steps), walked from
-// step hi-1 down to lo, chunk of channels by chunk: per step s, the pre-activation from x, g =
-// dout * silu'(it) (or dout), dx[s] = sum_k wt[k] * g[s + W-1-k], and the sums. Two rings of W
-// rows carry x and g from one step (and one call) to the next: x at step s in row (s + W) % W, g
-// likewise. On entry xring holds x at steps hi-(W-1)..hi-1 and gring g at hi..hi+W-2 (zeros past
-// the row's end); on return, x at lo-(W-1)..lo-1 and g at lo..lo+W-2. The float arrays have rows
-// of nc floats, ls floats apart.
+// step hi-1 down to lo: per step s, the pre-activation from x, g = dout * silu'(it) (or dout),
+// dx[s] = sum_k wt[k] * g[s + W-1-k], and the sums. Two rings of W rows carry x and g from one
+// call to the next: x at step s in row (s + W) % W, g likewise. On entry xring holds x at steps
+// hi-(W-1)..hi-1 and gring g at hi..hi+W-2 (zeros past the row's end); on return, x at
+// lo-(W-1)..lo-1 and g at lo..lo+W-2. The float arrays have rows of nc floats, ls floats apart.
 struct BwdStepsArgs {
   int dtype;  // of x, dout and dx
   bool silu;
@@ -57,11 +53,16 @@ struct BwdStepsArgs {
   const float* bias;  // a row
   float *xring, *gring;
   float *dw, *db;  // W rows and a row: dw[k] += g[s] * x[s - (W-1) + k], db += g[s], s in walk order
-  // Null, or seq_idx's segment of step s at seq[s] for s in [lo-(W-1), hi+W-1): token 0's before
-  // step 0, -1 from the row's end. A tap of another segment counts as 0, and a step of id -1
-  // (padding) has g = 0, as in the forward.
-  const int* seq;
+  // Null (no seq_idx), or step s's keep bits at keep[s] for s in [lo, hi): bit k (k < W) set
+  // when x's tap k (x at s-(W-1)+k) is of s's segment, bit W+k when dx's (g at s+W-1-k) is, bit
+  // 2W when s is padding (id -1). A tap of another segment counts as 0, and a padding step has
+  // g = 0, as in the forward.
+  const unsigned* keep;
 };
+// The keep bits of a plain step (every tap in its segment, not padding), the most common. A
+// constant, as kHasDecodeKernel.
+template <int W>
+constexpr unsigned kBwdKeepAll = (1u << 2 * W) - 1;
 using BwdStepsFn = void (*)(const BwdStepsArgs& a);
 
 // The backward over steps [0, n) of one channel-first row with unit time strides, in one pass

@@ -385,10 +385,11 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-last steps") {
   // bwd_steps (simd_bwd_steps.inc): contiguous channels, widths 2-4 (the others: the tiles);
   // dinitial_states in a quarter of the cases, dfinal_states in 2 of 5 (the last W-1 steps' dx
   // summed again, and in rows shorter than W-1, dinitial_states).
-  // Chunks of 256 channels (300: a partial one, 149 and 16: a vector tail or none), rows shorter
-  // than the width (the halo only), and over 256 steps (two and three calls, the rings carried
-  // between them); x, dout and dx a step 2D apart in the slice; seq_idx in a third of the cases,
-  // segments of up to 3 or 40 steps with padding among them (the masked steps).
+  // 300, 149 and 16 channels (a partial vector in the first two), rows shorter than the width
+  // (the halo only), of 9 steps (groups of 2 or 4 steps and single ones) and over 256 (two and
+  // three calls, the rings carried between them); x, dout and dx a step 2D apart in the slice;
+  // seq_idx in a third of the cases, segments of up to 3 or 40 steps with padding among them
+  // (the masked steps, alone, between plain groups).
   std::mt19937 rng = test_rng(209);
   under_each_build([&](const cc1d::SimdKernels* k) {
     const int widths[] = {2, 3, 4, 2, 3, 4};
