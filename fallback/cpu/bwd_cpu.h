@@ -77,10 +77,11 @@ struct RowBuffers {
 // The walk's rows of up to nc floats, ls apart: the taps, dweight's and dbias's sums, the bias,
 // the x and g rings, the x before step 0 (BwdStepsArgs) and two rows of scratch. A vector of
 // channels reads its column of all of them, and rows a multiple of 4 KiB apart fall in the same
-// L1 sets: wide rows are a multiple of 4 KiB and 1 KiB apart, so that they spread over the sets
-// (measured with the earlier walk, 4x2048x2048 bf16, one thread: rows 4 KiB apart 35.9 ms, 4 KiB
-// and a line 29.5, 4 KiB and 1 KiB 22.2).
+// L1 sets: rows wider than kSkew floats (1 KiB) are a multiple of 4 KiB and kSkew apart, so that
+// they spread over the sets (measured with the earlier walk, 4x2048x2048 bf16, one thread: rows
+// 4 KiB apart 35.9 ms, 4 KiB and a line 29.5, 4 KiB and 1 KiB 22.2); narrower rows are packed.
 struct WalkBuffers {
+  static constexpr int64_t kSkew = 256;
   int W;
   int64_t ls;
   std::vector<float> rows;
@@ -89,7 +90,7 @@ struct WalkBuffers {
   std::vector<unsigned> keep;  // and its steps' bits (BwdStepsArgs::keep)
   WalkBuffers(int width, int64_t nc)
       : W(width),
-        ls(nc <= 256 ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + 256),
+        ls(nc <= kSkew ? (nc + 15) / 16 * 16 : (nc + 1023) / 1024 * 1024 + kSkew),
         rows((5 * width + 3) * ls),
         total((width + 1) * nc) {}
   float* row(int r) { return rows.data() + r * ls; }
