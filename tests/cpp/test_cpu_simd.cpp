@@ -207,6 +207,41 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
   }
 }
 
+TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep NaN a NaN, in every lane") {
+  // Width 2, weights 1 and no bias over x = v0, h, v1, h, ... with h = 2^-8 and v in [1, 2): every
+  // output is v + h, halfway between two bf16 values, so rounding to nearest even gives v for an
+  // even mantissa and the next value up for an odd one (the float64 reference cannot see a tie
+  // rounded the wrong way). Then a NaN bias whose low bits are all ones: a rounding that carries
+  // into the sign would store -0 or +0.
+  std::mt19937 rng = test_rng(205);
+  std::uniform_int_distribution<int> pick(0, 0x7f);
+  const unsigned short h = 0x3b80;  // 2^-8
+  for (const cc1d::SimdKernels* k : builds()) {
+    INFO("build " << k->name);
+    const long long n = 16 * k->width + 7;  // groups of pairs of vectors, single ones, the rest
+    std::vector<unsigned short> x(n), out(n);
+    for (int trial = 0; trial < 16; ++trial) {
+      for (long long i = 0; i < n; ++i) x[i] = i % 2 ? h : static_cast<unsigned short>(0x3f80 + pick(rng));
+      const float w[2] = {1.f, 1.f}, halo = cc1d::bf16_bits_to_float(h);
+      std::fill(out.begin(), out.end(), 0x7fc0);
+      k->conv_time[1](CC1D_BFLOAT16, x.data(), &halo, w, 0.f, false, out.data(), n);
+      for (long long i = 0; i < n; ++i) {
+        const float v = cc1d::bf16_bits_to_float(x[i % 2 ? i - 1 : i]) + cc1d::bf16_bits_to_float(h);  // exact
+        REQUIRE_MESSAGE(out[i] == cc1d::float_to_bf16_bits(v), "element " << i << " of " << n);
+      }
+    }
+    for (unsigned bits : {0x7fffffffu, 0xffffffffu, 0x7fc00000u}) {
+      float nan_bias;
+      std::memcpy(&nan_bias, &bits, sizeof nan_bias);
+      const float w = 1.f;
+      std::fill(out.begin(), out.end(), 0x3f80);
+      k->conv_time[0](CC1D_BFLOAT16, x.data(), nullptr, &w, nan_bias, false, out.data(), n);
+      for (long long i = 0; i < n; ++i)
+        REQUIRE_MESSAGE(std::isnan(cc1d::bf16_bits_to_float(out[i])), "element " << i << ", bias bits " << bits);
+    }
+  }
+}
+
 TEST_CASE("every SIMD build: the forward against the float64 reference") {
   std::mt19937 rng = test_rng(202);
   under_each_build([&](const cc1d::SimdKernels* k) {
