@@ -208,8 +208,8 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
 }
 
 TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep NaN a NaN, in every lane") {
-  // Width 2, weights 1 and no bias over x = v0, h, v1, h, ... with h = 2^-8 and v in [1, 2): every
-  // output is v + h, halfway between two bf16 values, so rounding to nearest even gives v for an
+  // Width 2, weights 1 and no bias over x = v0, h, v1, h, ... with h = 2^-8 and v in [1, 2) (and
+  // channel-last, steps h, v, h): every output is v + h, halfway between two bf16 values, so rounding to nearest even gives v for an
   // even mantissa and the next value up for an odd one (the float64 reference cannot see a tie
   // rounded the wrong way). Then a NaN bias whose low bits are all ones: a rounding that carries
   // into the sign would store -0 or +0.
@@ -227,7 +227,17 @@ TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep
       k->conv_time[1](CC1D_BFLOAT16, x.data(), &halo, w, 0.f, false, out.data(), n);
       for (long long i = 0; i < n; ++i) {
         const float v = cc1d::bf16_bits_to_float(x[i % 2 ? i - 1 : i]) + cc1d::bf16_bits_to_float(h);  // exact
-        REQUIRE_MESSAGE(out[i] == cc1d::float_to_bf16_bits(v), "element " << i << " of " << n);
+        REQUIRE_MESSAGE(out[i] == cc1d::float_to_bf16_bits(v), "channel-first element " << i << " of " << n);
+      }
+      // Channel-last, two steps of n channels: h before the first (the halo), then x's v, then h.
+      std::vector<unsigned short> steps(2 * n, h), out2(2 * n, 0x7fc0);
+      for (long long c = 0; c < n; ++c) steps[c] = x[c % 2 ? c - 1 : c];
+      const std::vector<float> halos(n, halo), ws(2 * n, 1.f), bs(n, 0.f);
+      k->conv_channels[1](CC1D_BFLOAT16, steps.data(), n, halos.data(), ws.data(), bs.data(), false, false, out2.data(), n,
+                          2, n);
+      for (long long i = 0; i < 2 * n; ++i) {
+        const float v = cc1d::bf16_bits_to_float(steps[i % n]) + cc1d::bf16_bits_to_float(h);
+        REQUIRE_MESSAGE(out2[i] == cc1d::float_to_bf16_bits(v), "channel-last step " << i / n << ", channel " << i % n);
       }
     }
     for (unsigned bits : {0x7fffffffu, 0xffffffffu, 0x7fc00000u}) {
@@ -238,6 +248,11 @@ TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep
       k->conv_time[0](CC1D_BFLOAT16, x.data(), nullptr, &w, nan_bias, false, out.data(), n);
       for (long long i = 0; i < n; ++i)
         REQUIRE_MESSAGE(std::isnan(cc1d::bf16_bits_to_float(out[i])), "element " << i << ", bias bits " << bits);
+      const std::vector<float> ws(n, 1.f), bs(n, nan_bias);
+      std::fill(out.begin(), out.end(), 0x3f80);
+      k->conv_channels[0](CC1D_BFLOAT16, x.data(), n, nullptr, ws.data(), bs.data(), false, false, out.data(), n, 1, n);
+      for (long long i = 0; i < n; ++i)
+        REQUIRE_MESSAGE(std::isnan(cc1d::bf16_bits_to_float(out[i])), "channel " << i << ", bias bits " << bits);
     }
   }
 }
