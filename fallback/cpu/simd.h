@@ -1,4 +1,4 @@
-// simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc,
+// simd.h — the CPU backend's vectorised inner loops (fallback/cpu/simd_kernels.inc, simd_fwd.inc,
 // simd_decode.inc, simd_transpose.inc, simd_packed.inc and simd_bwd_steps.inc), built once per instruction set
 // (simd_base.cpp: the compiler's baseline, SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C;
 // simd_avx512.cpp: AVX-512 F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's
