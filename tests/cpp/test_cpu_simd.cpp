@@ -209,10 +209,10 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
 
 TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep NaN a NaN, in every lane") {
   // Width 2, weights 1 and no bias over x = v0, h, v1, h, ... with h = 2^-8 and v in [1, 2) (and
-  // channel-last, steps h, v, h): every output is v + h, halfway between two bf16 values, so rounding to nearest even gives v for an
-  // even mantissa and the next value up for an odd one (the float64 reference cannot see a tie
-  // rounded the wrong way). Then a NaN bias whose low bits are all ones: a rounding that carries
-  // into the sign would store -0 or +0.
+  // channel-last, steps h, v, h): every output is v + h, halfway between two bf16 values, so
+  // rounding to nearest even gives v for an even mantissa and the next value up for an odd one
+  // (the float64 reference cannot see a tie rounded the wrong way). Then a NaN bias whose low bits
+  // are all ones: a rounding that carries into the sign would store -0 or +0.
   std::mt19937 rng = test_rng(205);
   std::uniform_int_distribution<int> pick(0, 0x7f);
   const unsigned short h = 0x3b80;  // 2^-8
@@ -233,8 +233,8 @@ TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep
       std::vector<unsigned short> steps(2 * n, h), out2(2 * n, 0x7fc0);
       for (long long c = 0; c < n; ++c) steps[c] = x[c % 2 ? c - 1 : c];
       const std::vector<float> halos(n, halo), ws(2 * n, 1.f), bs(n, 0.f);
-      k->conv_channels[1](CC1D_BFLOAT16, steps.data(), n, halos.data(), ws.data(), bs.data(), false, false, out2.data(), n,
-                          2, n);
+      k->conv_channels[1](CC1D_BFLOAT16, steps.data(), n, halos.data(), ws.data(), bs.data(), false, false,
+                          out2.data(), n, 2, n);
       for (long long i = 0; i < 2 * n; ++i) {
         const float v = cc1d::bf16_bits_to_float(steps[i % n]) + cc1d::bf16_bits_to_float(h);
         REQUIRE_MESSAGE(out2[i] == cc1d::float_to_bf16_bits(v), "channel-last step " << i / n << ", channel " << i % n);
