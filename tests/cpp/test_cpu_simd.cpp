@@ -264,13 +264,13 @@ TEST_CASE("every SIMD build: the forward against the float64 reference") {
     // Channel-last 149 channels, channel-first 317 steps: groups of by_vectors (8 or 4 vectors),
     // single vectors and a partial one on every build (channel-first rows take 53 channels: more
     // would add rows, not paths); 3 steps: a partial vector only; channel-first rows of 21 steps
-    // (channel-major, through the transposes).
+    // (channel-major, through the transposes). silu at widths 1 and 4, not 8.
     for (int xdt : {CC1D_FLOAT32, CC1D_FLOAT16, CC1D_BFLOAT16})
       for (int width : {1, 4, 8})
         for (Layout layout : {Layout::ChannelFirst, Layout::ChannelLast, Layout::View})
           for (int64_t L : {int64_t(3), int64_t(21), int64_t(317)}) {
             const int64_t D = layout == Layout::ChannelFirst ? 53 : 149;
-            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, D, L, true, true, false, width != 4, true}, rng,
+            run_fwd_case({xdt, CC1D_FLOAT32, width, layout, 2, D, L, true, width != 8, false, width != 4, true}, rng,
                          CC1D_BACKEND_CPU);
           }
   });
