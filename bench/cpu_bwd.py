@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d import causal_conv1d_fn
-from cpu_fwd import allocator, median_time, packed_seq_idx, shape_args  # same folder: the forward's rules
+from cpu_fwd import allocator, median_time, packed_seq_idx, reuse_heap, reuse_note, shape_args  # same folder: the forward's rules
 
 
 def baseline(x, w, b):
@@ -41,6 +41,7 @@ def backward_time(forward, x, w, b, dout, reps, mode="reused", init=None, dfinal
 
 
 def main():
+    reuse_heap()
     ap = argparse.ArgumentParser()
     shapes_of = shape_args(ap)
     args = ap.parse_args()
@@ -49,6 +50,7 @@ def main():
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads)\n")
     modes = ("fresh", "reused") if allocator("fresh") is not False else ("as found",)
+    print(reuse_note(max(B * D * L * 4 for B, D, L in shapes)))
     m = " / ".join(modes)
     print(f"| shape (B,D,L) | dtype | layout | cpu backend ms, {m} | GB/s, {m} | + seq_idx ms | + states ms | "
           f"baseline autograd ms, {m} | aten ms | copy GB/s | cpu vs baseline, {m} |")

@@ -13,7 +13,12 @@ zeroing each page) cost as much as the convolution here, while one below it reus
 memory. The threshold moves with the process's history, so a default run lands in either case
 per row (the baseline's figure jumped 2.5x between runs). Both are measured, each forced with
 mallopt: "fresh" (every buffer of 64 KiB or more in new pages) and "reused" (freed memory kept
-for the next call). "ceiling" is the copy over the reused baseline: the most any kernel could
+for the next call). "Reused" also needs glibc's per-thread cache off: torch allocates with
+posix_memalign, whose small trimmed-off tail parks in that cache, so the freed buffer cannot merge
+back and the next one of the same size is carved from new pages (a 128 MiB output moved up the
+heap by its own size each call, the process growing with it, 2026-12-07); the benchmarks restart
+themselves once with GLIBC_TUNABLES=glibc.malloc.tcache_count=0, and the header says whether a
+buffer of the largest output's size came back at the same address. "ceiling" is the copy over the reused baseline: the most any kernel could
 beat that baseline by. Prints a markdown table for bench/RESULTS.md, with the machine's load
 before and after.
 
@@ -26,6 +31,7 @@ import ctypes.util
 import os
 import platform
 import statistics
+import sys
 import time
 
 import torch
@@ -63,6 +69,30 @@ def allocator(mode):
     return (lambda: libc.malloc_trim(0)) if mode == "fresh" else None
 
 
+def reuse_heap():
+    """Restart this process once with glibc's per-thread cache off (see the module's docstring),
+    so that "reused" memory is reused. A no-op elsewhere."""
+    tunable = "glibc.malloc.tcache_count=0"
+    current = os.environ.get("GLIBC_TUNABLES", "")
+    if platform.libc_ver()[0] != "glibc" or tunable in current:
+        return
+    env = dict(os.environ, GLIBC_TUNABLES=f"{current}:{tunable}" if current else tunable)
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def reuse_note(nbytes):
+    """The header's line on whether a freed buffer of nbytes comes back at the same address with
+    the allocator in "reused" mode."""
+    if allocator("reused") is False:
+        return ""
+    a = torch.empty(nbytes, dtype=torch.uint8)
+    first = a.data_ptr()
+    del a
+    same = torch.empty(nbytes, dtype=torch.uint8).data_ptr() == first
+    return (f"reused mode: a freed {nbytes >> 20} MiB buffer comes back at the same address: "
+            f"{'yes' if same else 'NO (the reused figures include new pages)'}\n")
+
+
 def packed_seq_idx(B, L, sequences=4):
     """seq_idx of `sequences` packed sequences of equal length in every batch row."""
     return (torch.arange(L) * sequences // L).to(torch.int32).expand(B, L).contiguous()
@@ -85,6 +115,7 @@ def shape_args(ap):
 
 
 def main():
+    reuse_heap()
     ap = argparse.ArgumentParser()
     shapes_of = shape_args(ap)
     ap.add_argument("--reps", type=int, default=0, help="repetitions per figure (median)")
@@ -103,6 +134,7 @@ def main():
     modes = ("fresh", "reused") if allocator("fresh") is not False else ("as found",)
     if len(modes) == 1:
         print("(not glibc: the allocator is measured as found, not forced)\n")
+    print(reuse_note(max(B * D * L * 4 for B, D, L in shapes)))
     m = " / ".join(modes)
     print(f"| shape (B,D,L) | dtype | layout | kernel GB/s | % of copy | kernel + seq_idx GB/s | copy GB/s "
           f"| causal_conv1d_fn GB/s, {m} | baseline GB/s, {m} | fn vs baseline, {m} | ceiling |")
