@@ -30,15 +30,16 @@ BUILD_ASAN ?= build/cmake-asan
 # (.ci/run), so that `make test` stays under 15 minutes on a 2-core machine.
 CTEST_SLOW = $(if $(filter 1,$(CC1D_TEST_SLOW)),,-LE slow)
 
-.PHONY: demo test setup cpp-test asan-test py-test aarch64-test old-torch-test bench clean
+.PHONY: demo test setup cpp-test asan-test py-test aarch64-test old-torch-test compilers-test bench clean
 
 demo: setup
 	$(VENV)/bin/causal-conv1d demo
 
 # CC1D_TEST_SLOW=1 (CI) adds the aarch64 build, cross-compiled and its tests run under qemu-user
-# (11.5 minutes on 2 cores, 3.5 more when ccache is cold), and the Python tests under the oldest
-# torch pyproject.toml accepts (old-torch-test: 2-3 minutes, 5 more to make its venv once).
-test: setup cpp-test asan-test py-test $(if $(filter 1,$(CC1D_TEST_SLOW)),aarch64-test old-torch-test)
+# (11.5 minutes on 2 cores, 3.5 more when ccache is cold), the Python tests under the oldest
+# torch pyproject.toml accepts (old-torch-test: 2-3 minutes, 5 more to make its venv once), and
+# libcc1d built by clang++ and g++-11 (compilers-test: COMPILERS_TIME).
+test: setup cpp-test asan-test py-test $(if $(filter 1,$(CC1D_TEST_SLOW)),aarch64-test old-torch-test compilers-test)
 
 setup:
 	@scripts/setup.sh
@@ -71,6 +72,9 @@ old-torch-test: cpp-test
 # libcc1d for aarch64 (Grace), its C++ tests under qemu-user: scripts/aarch64_test.sh.
 aarch64-test: setup
 	BUILD_AARCH64=$(BUILD)-aarch64 JOBS=$(JOBS) scripts/aarch64_test.sh
+
+compilers-test: setup
+	BUILD_COMPILERS=$(BUILD)-cc JOBS=$(JOBS) scripts/compilers_test.sh
 
 bench: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_TEST_ARGS) $(CMAKE_LAUNCHER) >/dev/null

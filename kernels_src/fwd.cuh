@@ -293,8 +293,8 @@ CC1D_HD void fwd_channel_run(const FwdParams& p, long long b, long long cb, long
   const TX* __restrict__ xp = xb + t0 * xs;
   TX* __restrict__ op = ob + t0 * os;
   const int* __restrict__ sp = SEQ ? p.seq_idx + b * p.seq_stride[0] + t0 * p.seq_stride[1] : nullptr;
-#pragma unroll 1
   const long long ss = SEQ ? p.seq_stride[1] : 0;
+#pragma unroll 1
   for (long long t = t0; t < t_end; t += U, xp += U * xs, op += U * os, sp += U * ss) {
     const int n = t_end - t < U ? (int)(t_end - t) : U;
     float xv[U];

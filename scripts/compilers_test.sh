@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# libcc1d built by the other compilers a user's `pip install` may find: clang++ and g++-11 (the
+# default of Ubuntu 22.04, RHEL 9 and Amazon Linux 2023), beside the g++ 12 of the main build.
+# Each builds the library at -O1 (installed from Debian if missing) and runs the random-config
+# and special-value tests against it, on the cpu, aten and emulate backends. A GCC-12-only
+# builtin and GCC-only vector shuffles once broke both builds (2026-12-07). `make compilers-test`;
+# CI runs it.
+#   BUILD_COMPILERS  the build directories' prefix (default build/cmake-cc: build/cmake-cc-clang++, ...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PREFIX="${BUILD_COMPILERS:-build/cmake-cc}"
+VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
+JOBS="${JOBS:-2}"
+source scripts/apt_get.sh
+
+missing=()
+for p in clang g++-11; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "compilers-test: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  apt_get update -qq
+  apt_get install -y -qq "${missing[@]}" >/dev/null
+fi
+LAUNCHER=()
+command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+for pair in clang:clang++ gcc-11:g++-11; do
+  cc=${pair%%:*} cxx=${pair#*:}
+  build="$PREFIX-$cxx"
+  echo "compilers-test: $($cxx --version | head -1)"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DCMAKE_C_FLAGS_DEBUG=-O1 \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCC1D_BUILD_TESTS=OFF -DCC1D_BUILD_BENCH=OFF \
+    -DCC1D_PTX_TIER=OFF "${LAUNCHER[@]}" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target cc1d cc1d_pyargs
+  CAUSAL_CONV1D_LIBRARY="$PWD/$build/libcc1d.so" CAUSAL_CONV1D_STRICT=1 PYTHONPATH=python \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/python/test_random_configs.py \
+    tests/python/test_special_values.py
+done
