@@ -38,7 +38,7 @@ demo: setup
 # CC1D_TEST_SLOW=1 (CI) adds the aarch64 build, cross-compiled and its tests run under qemu-user
 # (11.5 minutes on 2 cores, 3.5 more when ccache is cold), the Python tests under the oldest
 # torch pyproject.toml accepts (old-torch-test: 2-3 minutes, 5 more to make its venv once), and
-# libcc1d built by clang++ and g++-11 (compilers-test: COMPILERS_TIME).
+# libcc1d built by clang++ and g++-11 (compilers-test: about 10 minutes with ccache cold).
 test: setup cpp-test asan-test py-test $(if $(filter 1,$(CC1D_TEST_SLOW)),aarch64-test old-torch-test compilers-test)
 
 setup:

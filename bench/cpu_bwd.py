@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d import causal_conv1d_fn
-from cpu_fwd import allocator, median_time, packed_seq_idx, reuse_heap, reuse_note, shape_args  # same folder: the forward's rules
+# same folder: the forward's rules
+from cpu_fwd import allocator, median_time, packed_seq_idx, reuse_heap, reuse_note, shape_args
 
 
 def baseline(x, w, b):

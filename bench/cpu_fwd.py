@@ -18,9 +18,9 @@ posix_memalign, whose small trimmed-off tail parks in that cache, so the freed b
 back and the next one of the same size is carved from new pages (a 128 MiB output moved up the
 heap by its own size each call, the process growing with it, 2026-12-07); the benchmarks restart
 themselves once with GLIBC_TUNABLES=glibc.malloc.tcache_count=0, and the header says whether a
-buffer of the largest output's size came back at the same address. "ceiling" is the copy over the reused baseline: the most any kernel could
-beat that baseline by. Prints a markdown table for bench/RESULTS.md, with the machine's load
-before and after.
+buffer of the largest output's size came back at the same address. "ceiling" is the copy over
+the reused baseline: the most any kernel could beat that baseline by. Prints a markdown table
+for bench/RESULTS.md, with the machine's load before and after.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/cpu_fwd.py [--quick] [--reps N] [--shape B,D,L ...]
