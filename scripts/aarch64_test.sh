@@ -25,14 +25,7 @@ VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
 JOBS="${JOBS:-2}"
 source scripts/apt_get.sh
 
-missing=()
-for p in g++-aarch64-linux-gnu qemu-user; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "aarch64-test: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  apt_get update -qq
-  apt_get install -y -qq "${missing[@]}" >/dev/null
-fi
+apt_install_missing aarch64-test g++-aarch64-linux-gnu qemu-user
 # NVRTC 13.0: the fake driver reports CUDA 13.0, and a newer NVRTC's PTX is refused by an older
 # driver (as a real one would), which nvrtc_backend.future_sm_ptx would then see.
 LIBNVRTC="$NVRTC/nvidia/cu13/lib/libnvrtc.so.13"

@@ -13,14 +13,7 @@ VENV="${CC1D_VENV:-$HOME/.cache/causal-conv1d/venv}"
 JOBS="${JOBS:-2}"
 source scripts/apt_get.sh
 
-missing=()
-for p in clang g++-11; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "compilers-test: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  apt_get update -qq
-  apt_get install -y -qq "${missing[@]}" >/dev/null
-fi
+apt_install_missing compilers-test clang g++-11
 LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 for pair in clang:clang++ gcc-11:g++-11; do

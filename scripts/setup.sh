@@ -21,14 +21,7 @@ source scripts/apt_get.sh
 apt_pkgs=(g++ cmake ninja-build libspdlog-dev libfmt-dev doctest-dev ccache)
 # The system python needs python3-venv for `python3 -m venv`; a pyenv python has it built in.
 "$PY" -c "import venv, ensurepip" 2>/dev/null || apt_pkgs+=(python3-venv)
-missing=()
-for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  apt_get update -qq
-  apt_get install -y -qq "${missing[@]}" >/dev/null
-fi
+apt_install_missing setup "${apt_pkgs[@]}"
 
 # 2. The virtual environment with torch, numpy, pytest and the build backend, and transformers:
 #    pytest checks that every transformers model which imports causal_conv1d gets this package.

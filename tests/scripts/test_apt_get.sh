@@ -31,4 +31,23 @@ grep -q "Unable to locate package" <<<"$out" || fail "the error is shown: $out"
 
 out=$(STATE=$tmp/n3 MODE=lock CC1D_APT_WAIT_SECONDS=0 apt_get install foo 2>&1) && fail "must give up"
 grep -q "gave up after" <<<"$out" || fail "$out"
+
+# apt_install_missing: only the packages dpkg does not know are installed, after one update.
+cat >"$tmp/dpkg" <<'FAKE'
+#!/usr/bin/env bash
+[ "$2" = present ]
+FAKE
+chmod +x "$tmp/dpkg"
+cat >"$tmp/apt-log" <<'FAKE'
+#!/usr/bin/env bash
+echo "$*" >>"$LOG"
+FAKE
+chmod +x "$tmp/apt-log"
+cp "$tmp/apt-log" "$tmp/apt-get"
+out=$(LOG=$tmp/log1 apt_install_missing who present absent1 absent2 2>&1) || fail "install: $out"
+[ "$out" = "who: installing Debian packages: absent1 absent2" ] || fail "message: $out"
+grep -q "update -qq" "$tmp/log1" || fail "no update: $(cat "$tmp/log1")"
+grep -q "install -y -qq absent1 absent2$" "$tmp/log1" || fail "install line: $(cat "$tmp/log1")"
+out=$(LOG=$tmp/log2 apt_install_missing who present 2>&1) || fail "nothing missing: $out"
+[ -z "$out" ] && [ ! -e "$tmp/log2" ] || fail "nothing missing must not call apt-get: $out"
 echo "1 passed, 0 failed"
