@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # libcc1d built by the other compilers a user's `pip install` may find: clang++ and g++-11 (the
 # default of Ubuntu 22.04, RHEL 9 and Amazon Linux 2023), beside the g++ 12 of the main build.
-# Each builds the library at -O1 (installed from Debian if missing) and runs the random-config
-# and special-value tests against it, on the cpu, aten and emulate backends. A GCC-12-only
+# Each compiler (installed from Debian if missing) builds the library at -O1, and the random-config
+# and special-value tests run against it, on the cpu, aten and emulate backends. A GCC-12-only
 # builtin and GCC-only vector shuffles once broke both builds (2026-12-07). `make compilers-test`;
 # CI runs it.
 #   BUILD_COMPILERS  the build directories' prefix (default build/cmake-cc: build/cmake-cc-clang++, ...)
