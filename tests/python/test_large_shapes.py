@@ -1,7 +1,9 @@
-"""Elements 2^31 and 2^32 elements from their tensor's start: every op on every backend, with each
-of batch, channel and time as the far dimension, inputs read there and outputs written there,
-against the float64 reference. An index or offset held in 32 bits anywhere, signed or not (a C
-ABI check, a CPU loop, a kernel's address), reads or writes the wrong element.
+"""Shapes past 32-bit and grid limits, every op on every backend against the float64 reference.
+
+Far elements: 2^31 and 2^32 elements from their tensor's start, with each of batch, channel and
+time as the far dimension, inputs read there and outputs written there. An index or offset held
+in 32 bits anywhere, signed or not (a C ABI check, a CPU loop, a kernel's address), reads or
+writes the wrong element.
 
 The tensors are views of an arena of 2^32 + 2^20 elements: each view's rows at index 0 of its far
 dimension lie in the arena's first 2^20 elements, one after another, and its far rows the same
@@ -9,9 +11,13 @@ distance F = 2^32 + 64 further on (F/2 for time, whose rows are 2^31 + 32 apart)
 overlap. Their spans do, and a written argument may not share a span with another (the ops refuse
 it), so each written one has an arena of its own. On the CPU an arena is a private anonymous mapping: only the pages the views touch get
 memory. On a GPU it is a real allocation (8 GiB bf16, 16 GiB fp32).
+
+Batch past the grid: more batch rows than a CUDA grid's y dimension holds (65535), so the GPU
+kernels (and the emulator, which enforces the same limits) loop over batch rows.
 """
 
 import mmap
+import os
 
 import pytest
 import torch
@@ -169,3 +175,50 @@ def test_varlen_states(device, backend, far, gen):
     got = causal_conv1d_varlen_states(x, cu, 3, backend=backend)
     _served_by(backend, "varlen_states")
     assert torch.equal(got.cpu().double(), reference_varlen_states(x, cu, 3))
+
+
+# ---- batch past the grid ----------------------------------------------------------------------
+
+BIG_BATCH = 65535 + 5
+
+
+@pytest.mark.parametrize("device,backend", DEV_BACKENDS)
+def test_batch_past_the_grid(device, backend, gen):
+    """The forward, the update and varlen states with 65540 batch rows (sequences)."""
+    B, D, W = BIG_BATCH, 2, 4
+    x = randn((B, D, 8), gen, torch.bfloat16, device)
+    w = randn((D, W), gen, torch.float32, device)
+    b = randn((D,), gen, torch.float32, device)
+    out = causal_conv1d_fn(x, w, b, activation="silu", backend=backend)
+    _served_by(backend, "fwd")
+    assert_matches(out, x, w, b, silu=True)
+    state = randn((B, D, W), gen, torch.bfloat16, device)
+    xu = randn((B, D), gen, torch.bfloat16, device)
+    before = state.clone()
+    out = causal_conv1d_update(xu, state, w, b, "silu", backend=backend)
+    _served_by(backend, "update")
+    # The step is the forward of one token after the state's last W-1 (reference_update's row loop
+    # takes seconds here); the state shifted by one, x at its end, exact.
+    assert_matches(out[..., None], xu[..., None], w, b, initial_states=before[..., 1:], silu=True)
+    assert torch.equal(state, torch.cat([before[..., 1:], xu[..., None]], dim=2)), "conv_state differs"
+    xv = randn((2 * B, D), gen, torch.bfloat16, device)
+    cu = torch.arange(0, 2 * B + 1, 2, dtype=torch.int32, device=device)
+    got = causal_conv1d_varlen_states(xv, cu, 3, backend=backend)
+    _served_by(backend, "varlen_states")
+    assert torch.equal(got.cpu().double(), reference_varlen_states(xv, cu, 3))
+
+
+@pytest.mark.parametrize("device,backend", DEV_BACKENDS)
+def test_bwd_batch_past_the_grid(device, backend, gen):
+    """The backward with 65540 batch rows: dweight and dbias summed over all of them."""
+    if backend == "emulate" and os.environ.get("CC1D_TEST_SLOW") != "1":
+        pytest.skip("the emulated backward of 65540 rows takes about a minute: runs with CC1D_TEST_SLOW=1 (CI)")
+    B, D, W = BIG_BATCH, 2, 4
+    x, dout = randn((B, D, 8), gen, torch.bfloat16, device), randn((B, D, 8), gen, torch.bfloat16, device)
+    w = randn((D, W), gen, torch.float32, device) * 0.5
+    b = randn((D,), gen, torch.float32, device)
+    got = causal_conv1d_bwd(x, w, b, dout, None, None, None, None, False, True, backend=backend)
+    _served_by(backend, "bwd")
+    want = reference_grads(x, w, b, None, None, True, dout, None)
+    for name, g, e, dt in zip(("x", "weight", "bias"), got, want, (torch.bfloat16, torch.float32, torch.float32)):
+        assert_grad(name, g, e, dt)
