@@ -63,6 +63,15 @@ DEV_BACKENDS = [
 ]
 
 
+def served_by(backend, op=None):
+    """The last call on this thread was served by `backend` (and was op `op`, when given)."""
+    import causal_conv1d
+
+    choice = causal_conv1d.last_backend()
+    assert choice is not None and choice.backend == backend, f"served by {choice}, expected {backend}"
+    assert op is None or choice.op == op, f"served by {choice}, expected op {op}"
+
+
 def randn(shape, gen, dtype, device="cpu"):
     return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
 

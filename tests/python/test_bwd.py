@@ -15,18 +15,16 @@ import sys
 import pytest
 import torch
 
-import causal_conv1d
 from causal_conv1d import _lib, _ops, _pack
 from causal_conv1d._op_bwd import causal_conv1d_bwd
-from helpers import DEV_BACKENDS, make_bwd_case, make_seq_idx, make_states, make_x, randn
+from helpers import DEV_BACKENDS, make_bwd_case, make_seq_idx, make_states, make_x, randn, served_by
 from reference import assert_grad, reference_grads
 
 needs_custom_op = pytest.mark.skipif(not _ops.USE_CUSTOM_OP, reason="torch.library.custom_op needs torch >= 2.4")
 
 
 def _served_by(backend, op="bwd"):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and choice.backend == backend and choice.op == op, f"served by {choice}"
+    served_by(backend, op)
 
 
 @pytest.mark.parametrize("xd", [torch.float32, torch.float16, torch.bfloat16], ids=["xfp32", "xfp16", "xbf16"])

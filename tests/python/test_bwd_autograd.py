@@ -11,15 +11,14 @@ import torch
 
 import causal_conv1d
 from causal_conv1d import _ops, causal_conv1d_fn
-from helpers import DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, make_bwd_case, randn
+from helpers import DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, make_bwd_case, randn, served_by
 from reference import assert_grad, reference_grads
 
 needs_custom_op = pytest.mark.skipif(not _ops.USE_CUSTOM_OP, reason="torch.library.custom_op needs torch >= 2.4")
 
 
 def _served_by(backend, op="bwd"):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and choice.backend == backend and choice.op == op, f"served by {choice}"
+    served_by(backend, op)
 
 
 def _grads_via_autograd(x, w, b, s, i, dout, df, silu, backend):

@@ -16,13 +16,8 @@ import pytest
 import torch
 
 import causal_conv1d
-from helpers import DEV_BACKENDS, REPO, make_bwd_case, make_states, make_x, randn, run_python
+from helpers import DEV_BACKENDS, REPO, make_bwd_case, make_states, make_x, randn, run_python, served_by
 from reference import TOL, assert_grad, assert_matches, reference_final_states, reference_grads, reference_update
-
-
-def _served_by(backend, op):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and (choice.backend, choice.op) == (backend, op), f"served by {choice}"
 
 
 # ---- imports and signatures -------------------------------------------------------------------
@@ -115,7 +110,7 @@ def test_fwd_function_as_mamba_inner_fn_calls_it(device, backend, gen):
     w = randn((24, 4), gen, torch.bfloat16, device)
     b = randn((24,), gen, torch.bfloat16, device)
     out = causal_conv1d_fwd_function(x, w, b, None, None, None, True, backend=backend)
-    _served_by(backend, "fwd")
+    served_by(backend, "fwd")
     assert_matches(out, x, w, b, silu=True)
 
 
@@ -156,7 +151,7 @@ def test_bwd_function_writes_a_chunk_of_a_larger_gradient(device, backend, layou
     dx.fill_(float("nan"))
     before = big.clone()
     gx, gw, gb, gi = causal_conv1d_bwd_function(x, w, b, dout, None, None, None, dx, False, True, backend=backend)
-    _served_by(backend, "bwd")
+    served_by(backend, "bwd")
     assert gx is dx and gi is None
     want = reference_grads(x, w, b, None, None, True, dout, None)
     for name, g, e, dt in zip(("x", "weight", "bias"), (gx, gw, gb), want, (x.dtype, w.dtype, w.dtype)):
@@ -176,7 +171,7 @@ def test_update_function(device, backend, gen):
     state = randn((B, D, S), gen, torch.float32, device)
     want_out, want_state = reference_update(x, state, w, b, True)
     out = causal_conv1d_update_function(x, state, w, b, True, None, None, backend=backend)
-    _served_by(backend, "update")
+    served_by(backend, "update")
     torch.testing.assert_close(out.double().cpu(), want_out, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(state.double().cpu(), want_state, rtol=0, atol=0)
 
@@ -196,7 +191,7 @@ def test_raw_fwd_8_args_writes_out(device, backend, gen):
     out = torch.full_like(x, float("nan"))
     fs = torch.full((B, W - 1, D), float("nan"), dtype=torch.float16, device=device).transpose(1, 2)
     assert causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, init, out, fs, True, backend=backend) is None
-    _served_by(backend, "fwd")
+    served_by(backend, "fwd")
     assert_matches(out, x, w, b, initial_states=init, silu=True)
     assert torch.equal(fs.cpu(), reference_final_states(x.cpu(), W, init.cpu()))
 
@@ -218,7 +213,7 @@ def test_raw_bwd_12_args_writes_and_accumulates(device, backend, wd, gen):
     di = torch.full((B, W - 1, D), float("nan"), dtype=x.dtype, device=device).transpose(1, 2)
     r = causal_conv1d_cuda.causal_conv1d_bwd(x, w, b, dout, s, init, df, dx, dw, db, di, True, backend=backend)
     assert r is None
-    _served_by(backend, "bwd")
+    served_by(backend, "bwd")
     want = reference_grads(x, w, b, s, init, True, dout, df)
     assert_grad("x", dx, want[0], x.dtype)
     assert_grad("weight", dw - dw0, want[1], torch.float32)
@@ -239,7 +234,7 @@ def test_raw_update_8_args_writes_out(device, backend, gen):
     want_out, want_pool = reference_update(x, pool, w, None, False, cs, idx)
     out = torch.full_like(x, float("nan"))
     assert causal_conv1d_cuda.causal_conv1d_update(x, pool, w, None, out, False, cs, idx, backend=backend) is None
-    _served_by(backend, "update")
+    served_by(backend, "update")
     torch.testing.assert_close(out.double().cpu(), want_out, rtol=TOL[torch.bfloat16], atol=TOL[torch.bfloat16])
     assert torch.equal(pool.double().cpu(), want_pool)
 
@@ -264,7 +259,7 @@ def test_raw_fwd_old_forms(device, backend, gen):
     init = make_states(B, D, W, torch.float32, "cl", gen, device)
     fs = torch.full((B, W - 1, D), float("nan"), device=device).transpose(1, 2)
     out = causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, init, fs, False, backend=backend)
-    _served_by(backend, "fwd")
+    served_by(backend, "fwd")
     assert_matches(out, x, w, b, initial_states=init)
     assert torch.equal(fs.cpu(), reference_final_states(x.cpu(), W, init.cpu()))
 
@@ -291,7 +286,7 @@ def test_raw_bwd_old_forms(device, backend, gen):
     assert_grad("x", dx, want_nosilu[0], torch.float32)
     assert_grad("weight", r[1], want_nosilu[1], torch.float32)
     r = causal_conv1d_cuda.causal_conv1d_bwd(x, w, b, dout, None, init, df, None, True, True, backend=backend)
-    _served_by(backend, "bwd")
+    served_by(backend, "bwd")
     assert len(r) == 4
     for name, g, e in zip(("x", "weight", "bias", "initial_states"), r, reference_grads(x, w, b, None, init, True,
                                                                                          dout, df)):
@@ -328,7 +323,7 @@ def test_raw_update_old_forms(device, backend, gen):
     idx = torch.tensor([3, 0], dtype=torch.int32, device=device)
     want_out, want_pool = reference_update(x3, pool, w, None, True, None, idx)
     out = causal_conv1d_cuda.causal_conv1d_update(x3, pool, w, None, True, None, idx, backend=backend)
-    _served_by(backend, "update")
+    served_by(backend, "update")
     torch.testing.assert_close(out.double().cpu(), want_out, rtol=1e-5, atol=1e-5)
     assert torch.equal(pool.double().cpu(), want_pool)
 
@@ -354,14 +349,14 @@ def test_every_name_follows_use_backend_and_the_environment(gen, monkeypatch):
     w = randn((8, 4), gen, torch.float32)
     with causal_conv1d.use_backend("aten"):
         causal_conv1d_fwd_function(x, w, None, None, None, None, False)
-        _served_by("aten", "fwd")
+        served_by("aten", "fwd")
         causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, False)
-        _served_by("aten", "fwd")
+        served_by("aten", "fwd")
         causal_conv1d_update_function(x[..., 0], torch.zeros(1, 8, 3), w, None, False, None, None)
-        _served_by("aten", "update")
+        served_by("aten", "update")
     monkeypatch.setenv("CAUSAL_CONV1D_BACKEND", "cpu")
     causal_conv1d_cuda.causal_conv1d_bwd(x, w, None, x.clone(), None, True)
-    _served_by("cpu", "bwd")
+    served_by("cpu", "bwd")
     with pytest.raises(ValueError, match=r"causal_conv1d_cuda.causal_conv1d_fwd: argument 'backend' must be one of"):
         causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, False, backend="tpu")
 

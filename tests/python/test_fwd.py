@@ -10,16 +10,11 @@ import torch
 import causal_conv1d
 from causal_conv1d import causal_conv1d_fn
 from helpers import (DEV_BACKENDS, DTYPE_PAIRS, LAYOUTS, PAIR_IDS, make_seq_idx, make_states, make_x,
-                     nan_like_states, randn)
+                     nan_like_states, randn, served_by)
 from reference import assert_matches, reference_final_states
 
 SEQLENS = [1, 2, 3, 5, 17, 64, 127, 256, 1001, 2049]
 DIMS = [1, 3, 24, 64]
-
-
-def _served_by(backend):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and choice.backend == backend, f"served by {choice}, expected {backend}"
 
 
 def _final_layout_ok(x, fs):
@@ -47,7 +42,7 @@ def test_grid(device, backend, layout, pair, width, gen):
     x_before = x.clone()
     res = causal_conv1d_fn(x, weight, bias, activation="silu" if silu else None,
                            return_final_states=want_final, backend=backend)
-    _served_by(backend)
+    served_by(backend)
     out, fs = res if want_final else (res, None)
     assert out.device == x.device
     assert_matches(out, x, weight, bias, silu=silu)
@@ -87,7 +82,7 @@ def test_states_and_seq_idx(device, backend, layout, state_layout, width, featur
     fso = nan_like_states(B, D, width, xd, state_layout, device) if "final_out" in features else None
     res = causal_conv1d_fn(x, weight, bias, seq_idx=seq_idx, initial_states=init, return_final_states=want_final,
                            final_states_out=fso, activation="silu" if silu else None, backend=backend)
-    _served_by(backend)
+    served_by(backend)
     out, fs = res if want_final else (res, None)
     assert_matches(out, x, weight, bias, seq_idx=seq_idx, initial_states=init, silu=silu)
     if want_final:
@@ -110,7 +105,7 @@ def test_seq_idx_boundaries_exact(device, backend, width, gen):
     seq = torch.tensor([[0, 0, 0, 1, 1, 2, 2, 2, 2, -1, 3, -1]], dtype=torch.int32, device=device)
     init = randn((B, D, width - 1), gen, torch.float32, device)
     out = causal_conv1d_fn(x, weight, bias, seq_idx=seq, initial_states=init, backend=backend)
-    _served_by(backend)
+    served_by(backend)
     assert_matches(out, x, weight, bias, seq_idx=seq, initial_states=init)
     o = out.cpu().double()
     xc, wc, bc = x.cpu().double(), weight.cpu().double(), bias.cpu().double()
@@ -140,7 +135,7 @@ def test_long(device, backend, L, case, gen):
     want_final = "final" in case
     res = causal_conv1d_fn(x, weight, bias, seq_idx=seq, initial_states=init, return_final_states=want_final,
                            activation="silu", backend=backend)
-    _served_by(backend)
+    served_by(backend)
     out = res[0] if want_final else res
     assert_matches(out, x, weight, bias, seq_idx=seq, initial_states=init, silu=True)
     if want_final:

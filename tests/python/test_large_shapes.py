@@ -22,11 +22,10 @@ import os
 import pytest
 import torch
 
-import causal_conv1d
 from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
 from causal_conv1d._op_bwd import causal_conv1d_bwd
 from causal_conv1d._op_varlen import causal_conv1d_varlen_states
-from helpers import DEV_BACKENDS, check_update, randn
+from helpers import DEV_BACKENDS, check_update, randn, served_by
 from reference import assert_grad, assert_matches, reference_final_states, reference_grads, reference_varlen_states
 
 F = (1 << 32) + 64  # the far rows' distance in elements; F and F/2 multiples of 32 keep rows 16-byte aligned
@@ -63,11 +62,6 @@ class Arena:
         return v
 
 
-def _served_by(backend, op):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and choice.backend == backend and choice.op == op, f"served by {choice}"
-
-
 # Forward layouts: (shape, strides) of x with one far dimension. cf: channel-first, cl:
 # channel-last (channels contiguous); time far takes L = 3 steps F/2 apart.
 FWD_LAYOUTS = {
@@ -90,8 +84,8 @@ DTYPES = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float32, i
 @pytest.mark.parametrize("layout", FWD_LAYOUTS)
 @pytest.mark.parametrize("device,backend", DEV_BACKENDS)
 def test_fwd(device, backend, layout, dtype, gen):
-    """x far; initial_states read and final_states_out written far (batch far) on the
-    channel-last layouts, as upstream allows them."""
+    """x far; on the channel-last layouts (as upstream allows them) initial_states read and
+    final_states_out written far too (batch far, or time where batch is 1)."""
     shape, stride = FWD_LAYOUTS[layout]
     arena = Arena(dtype, device)
     x = arena.view(shape, stride, gen)
@@ -106,7 +100,7 @@ def test_fwd(device, backend, layout, dtype, gen):
     x_before = x.clone()
     out = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=fs is not None,
                            final_states_out=fs, activation="silu", backend=backend)
-    _served_by(backend, "fwd")
+    served_by(backend, "fwd")
     if fs is not None:
         out, got_fs = out
         assert got_fs is fs
@@ -134,7 +128,7 @@ def test_bwd(device, backend, layout, dtype, gen):
     w = randn((D, W), gen, torch.float32, device) * 0.5
     b = randn((D,), gen, torch.float32, device)
     got = causal_conv1d_bwd(x, w, b, dout, None, init, df, dx, True, True, backend=backend)
-    _served_by(backend, "bwd")
+    served_by(backend, "bwd")
     assert got[0] is dx
     want = reference_grads(x, w, b, None, init, True, dout, df)
     for name, g, e, dt in zip(("x", "weight", "bias", "initial_states"), got, want, (dtype, w.dtype, w.dtype, dtype)):
@@ -161,7 +155,7 @@ def test_update(device, backend, dtype, state_layout, mode, tokens, gen):
     cache = torch.tensor([5, 2], dtype=torch.int32, device=device) if mode == "ring" else None
     before = state.clone()
     out = causal_conv1d_update(x, state, w, b, "silu", cache, indices, backend=backend)
-    _served_by(backend, "update")
+    served_by(backend, "update")
     check_update(out, state, x, before, w, b, True, cache, indices)
 
 
@@ -173,7 +167,7 @@ def test_varlen_states(device, backend, far, gen):
     x = arena.view((2, 64), (F, 1), gen) if far == "tokens" else arena.view((5, 2), (2, F), gen)
     cu = torch.tensor([0, 1, 1, x.shape[0]], dtype=torch.int32, device=device)
     got = causal_conv1d_varlen_states(x, cu, 3, backend=backend)
-    _served_by(backend, "varlen_states")
+    served_by(backend, "varlen_states")
     assert torch.equal(got.cpu().double(), reference_varlen_states(x, cu, 3))
 
 
@@ -190,13 +184,13 @@ def test_batch_past_the_grid(device, backend, gen):
     w = randn((D, W), gen, torch.float32, device)
     b = randn((D,), gen, torch.float32, device)
     out = causal_conv1d_fn(x, w, b, activation="silu", backend=backend)
-    _served_by(backend, "fwd")
+    served_by(backend, "fwd")
     assert_matches(out, x, w, b, silu=True)
     state = randn((B, D, W), gen, torch.bfloat16, device)
     xu = randn((B, D), gen, torch.bfloat16, device)
     before = state.clone()
     out = causal_conv1d_update(xu, state, w, b, "silu", backend=backend)
-    _served_by(backend, "update")
+    served_by(backend, "update")
     # The step is the forward of one token after the state's last W-1 (reference_update's row loop
     # takes seconds here); the state shifted by one, x at its end, exact.
     assert_matches(out[..., None], xu[..., None], w, b, initial_states=before[..., 1:], silu=True)
@@ -204,7 +198,7 @@ def test_batch_past_the_grid(device, backend, gen):
     xv = randn((2 * B, D), gen, torch.bfloat16, device)
     cu = torch.arange(0, 2 * B + 1, 2, dtype=torch.int32, device=device)
     got = causal_conv1d_varlen_states(xv, cu, 3, backend=backend)
-    _served_by(backend, "varlen_states")
+    served_by(backend, "varlen_states")
     assert torch.equal(got.cpu().double(), reference_varlen_states(xv, cu, 3))
 
 
@@ -218,7 +212,7 @@ def test_bwd_batch_past_the_grid(device, backend, gen):
     w = randn((D, W), gen, torch.float32, device) * 0.5
     b = randn((D,), gen, torch.float32, device)
     got = causal_conv1d_bwd(x, w, b, dout, None, None, None, None, False, True, backend=backend)
-    _served_by(backend, "bwd")
+    served_by(backend, "bwd")
     want = reference_grads(x, w, b, None, None, True, dout, None)
     for name, g, e, dt in zip(("x", "weight", "bias"), got, want, (torch.bfloat16, torch.float32, torch.float32)):
         assert_grad(name, g, e, dt)

@@ -12,12 +12,11 @@ import causal_conv1d
 from causal_conv1d import _lib, _pack, causal_conv1d_fn, causal_conv1d_update, causal_conv1d_update_ref
 
 from helpers import (DEV_BACKENDS, DTYPE_PAIRS, PAIR_IDS, check_update, compile_backend, make_update_case,
-                     randn)
+                     randn, served_by)
 
 
-def _served_by(backend):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and choice.backend == backend and choice.op == "update", f"served by {choice}"
+def _served_by(backend, op="update"):
+    served_by(backend, op)
 
 
 @pytest.mark.parametrize("width", range(1, 9))

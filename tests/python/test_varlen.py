@@ -11,15 +11,14 @@ import causal_conv1d
 from causal_conv1d import _lib, _pack
 from causal_conv1d.causal_conv1d_varlen import causal_conv1d_varlen_states, causal_conv1d_varlen_states_ref
 
-from helpers import DEV_BACKENDS, FLOATS, HAS_CUDA, randn
+from helpers import DEV_BACKENDS, FLOATS, HAS_CUDA, randn, served_by
 from reference import reference_varlen_states
 
 X_LAYOUTS = ["rows", "every_other_channel", "channel_major", "padded_rows"]
 
 
-def _served_by(backend):
-    choice = causal_conv1d.last_backend()
-    assert choice is not None and choice.backend == backend and choice.op == "varlen_states", f"served by {choice}"
+def _served_by(backend, op="varlen_states"):
+    served_by(backend, op)
 
 
 def make_case(batch, dim, state_len, dtype, gen, *, layout="rows", lead=2, tail=1, device="cpu", cu_strided=False):
