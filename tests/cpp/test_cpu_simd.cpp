@@ -489,8 +489,9 @@ TEST_CASE("every SIMD build: the backward's one pass over channel-first rows") {
 
 TEST_CASE("every SIMD build: the update's decode step against the float64 reference") {
   // decode_rows and decode_rows_short (widths 2, 4, 8, state rows of W and W-1: whole vectors of
-  // channels, then a padded partial one), decode_ring (a ring of W-1: gathered; of W or W+3: its
-  // heads, random per batch row, take the one-load mode or the wrapped two-load one) and the
+  // channels, then a padded partial one), decode_ring (a ring of W-1: the whole row rotated, the
+  // call's last row gathered; of W or W+3: its heads, random per batch row, take the one-load mode
+  // or the wrapped two-load one; width 4 has AVX2 steps of its own for all three) and the
   // scalar steps beside them (widths 1, 3, and the dtype pairs decode_dtypes leaves out); padding
   // rows, gathered state rows, both x ranks.
   std::mt19937 rng = test_rng(203);
