@@ -27,10 +27,6 @@ namespace {
 
 constexpr int64_t kChannelRun = 512;        // channels per work item
 constexpr int64_t kSerialWork = 1 << 17;    // below this many channel steps, no pool
-// Calls of up to this many tokens take the SIMD decode step once a token (simd_decode). Dim 4096
-// at batch 1 and 64, against the general taps: 2-8 tokens 1.4-3.3x faster; 16 tokens mixed
-// (bf16 1.2x faster, fp32 at batch 64 1.3x slower); 64 tokens 1.2-1.6x slower.
-constexpr int64_t kMaxTokenSteps = 8;
 
 int32_t index_at(const TensorRef& t, int64_t i) { return static_cast<const int32_t*>(t.data)[i * t.strides[0]]; }
 
@@ -250,12 +246,17 @@ void update_cpu(const Problem& problem) {
   const bool fast = simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
   const bool tokens = fast && p.seqlen > 1;  // one SIMD step a token
+  // x and out of (dim, T) per batch row, each channel's tokens back to back (as upstream's callers
+  // pass them): split into rows of a token's channels and joined back by the SIMD kernels; other
+  // strides a token at a time by strided copies.
+  const bool x_tile = tokens && p.x.strides[2] == 1 && p.x.strides[1] == p.seqlen;
+  const bool out_tile = tokens && out.strides[2] == 1 && out.strides[1] == p.seqlen;
   StagedTaps staged = fast ? StagedTaps{} : StagedTaps(p);
   const bool stage_per_run = p.batch == 1;  // each run of channels is taken once: the pool stages it
   if (!fast && !stage_per_run) staged.fill(p, 0, p.dim);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
-    std::vector<char> io(tokens ? 2 * p.dim * xb : 0);  // a token's x, then its out
+    std::vector<char> io(tokens ? 2 * p.seqlen * p.dim * xb : 0);  // the tokens' x, then their out
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / runs, c0 = (item % runs) * kChannelRun;
       // The SIMD step takes this chunk's later runs of row b too: one call, one zero-padded tail.
@@ -283,14 +284,15 @@ void update_cpu(const Problem& problem) {
         const char* w = static_cast<const char*>(p.weight.data) + c0 * p.width * wb;
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
         // A token at a time; one token reads x and writes out in place, several through io.
-        char *xbuf = io.data(), *obuf = tokens ? io.data() + p.dim * xb : nullptr;
+        char *xbuf = io.data(), *obuf = tokens ? io.data() + p.seqlen * p.dim * xb : nullptr;
+        if (x_tile) k.split_tokens(xb, (int)p.seqlen, x, m, xbuf);
         for (int64_t t = 0; t < p.seqlen; ++t) {
           const char* xt = x;
           char* ot = dst;
           if (tokens) {
-            copy_elements(xbuf, 1, x + t * p.x.strides[2] * xb, xs, m, xb);
-            xt = xbuf;
-            ot = obuf;
+            if (!x_tile) copy_elements(xbuf, 1, x + t * p.x.strides[2] * xb, xs, m, xb);
+            xt = xbuf + (x_tile ? t * m * xb : 0);
+            ot = obuf + (out_tile ? t * m * xb : 0);
           }
           if (simd_step) {
             simd_step(p.x_dtype, st, xt, p.w_dtype, w, bias, p.silu, ot, m);
@@ -300,8 +302,9 @@ void update_cpu(const Problem& problem) {
             for (int i = 0; i + 1 < p.width; ++i) pos[i] = window_pos(true, head, sl, p.width, i);
             ring_step(p.x_dtype, st, cs, pos, head, xt, p.w_dtype, w, bias, p.silu, ot, m);
           }
-          if (tokens) copy_elements(dst + t * out.strides[2] * xb, out.strides[1], obuf, 1, m, xb);
+          if (tokens && !out_tile) copy_elements(dst + t * out.strides[2] * xb, out.strides[1], obuf, 1, m, xb);
         }
+        if (out_tile) k.join_tokens(xb, (int)p.seqlen, obuf, m, dst);
         continue;
       }
       if (row < 0) {  // a padding slot: outputs 0, state untouched

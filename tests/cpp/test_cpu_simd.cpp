@@ -505,6 +505,17 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
                 if (S >= 1)
                   run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, S, ring, D != 5, false, D != 600, D != 5, true},
                                   rng, CC1D_BACKEND_CPU);
+    // A few tokens a call (each token the decode step; x's tokens split into rows of channels and
+    // out joined back, or x read and out written a token at a time by strided copies), batch 2
+    // with a padding row, in every layout of the step.
+    for (int xdt = 0; xdt < 3; ++xdt)
+      for (int64_t L : {2, 3, 5, 8})
+        for (int64_t S : {4, 3, 16})
+          for (bool x_tokens : {false, true}) {
+            UpdateCase c{xdt, xdt, 4, 2, 600, L, S, S == 16, true, false, false, true, true};
+            c.x_tokens = x_tokens;
+            run_update_case(c, rng, CC1D_BACKEND_CPU);
+          }
     // Enough rows for the pool: its chunks of 51 work items (2 runs of up to 512 channels a row)
     // start and end inside a row, and each call takes a chunk's runs of one row at once.
     for (int xdt : {CC1D_FLOAT32, CC1D_BFLOAT16})
@@ -546,6 +557,32 @@ TEST_CASE("every SIMD build: the decode step moves state elements bit for bit, s
             }
         }
   }
+}
+
+TEST_CASE("every SIMD build: a few tokens split into rows of channels and joined back, bit for bit") {
+  // split_tokens and join_tokens move bits: random patterns with signalling NaNs; whole blocks of
+  // channels and a partial one, every token count the update sends them.
+  std::mt19937 rng = test_rng(207);
+  std::uniform_int_distribution<uint32_t> any;
+  for (const cc1d::SimdKernels* k : builds())
+    for (int bytes : {2, 4})
+      for (int t = 2; t <= cc1d::kMaxTokenSteps; ++t)
+        for (long long m : {1LL, 3LL * k->width + 5, 600LL}) {
+          INFO("build " << k->name << ", " << bytes << "-byte elements, " << t << " tokens, " << m << " channels");
+          const size_t n = m * t * bytes;
+          std::vector<unsigned char> src(n), rows(n, 0xa5), back(n, 0x5a);
+          for (size_t i = 0; i < n; i += 2) {
+            const uint32_t v = any(rng) % 5 ? any(rng) : 0x7f817f81u;  // a signalling NaN in either size
+            std::memcpy(&src[i], &v, 2);
+          }
+          k->split_tokens(bytes, t, src.data(), m, rows.data());
+          for (long long c = 0; c < m; ++c)
+            for (int j = 0; j < t; ++j)
+              REQUIRE_MESSAGE(std::memcmp(&rows[(j * m + c) * bytes], &src[(c * t + j) * bytes], bytes) == 0,
+                              "split: channel " << c << ", token " << j);
+          k->join_tokens(bytes, t, rows.data(), m, back.data());
+          REQUIRE(back == src);
+        }
 }
 
 TEST_CASE("concurrent parallel_for callers run at the same time") {

@@ -18,6 +18,8 @@ struct UpdateCase {
   int64_t B, D, L, state_len;
   bool circular, gather, state_channel_last, x_2d, bias, silu;
   bool state_strided = false;  // state rows strided along time (2) and channels (2S+1)
+  // A 3-D x contiguous (each channel's tokens back to back) and out channel-last; else the reverse.
+  bool x_tokens = false;
 };
 
 inline std::string describe(const UpdateCase& c) {
@@ -25,7 +27,8 @@ inline std::string describe(const UpdateCase& c) {
   return std::string("x=") + dt[c.xdt] + " w=" + dt[c.wdt] + " W=" + std::to_string(c.width) + " B,D,L=" +
          std::to_string(c.B) + "," + std::to_string(c.D) + "," + std::to_string(c.L) + " state_len=" +
          std::to_string(c.state_len) + (c.circular ? " circular" : " shift") + (c.gather ? " gather" : "") +
-         (c.state_channel_last ? " state-channel-last" : "") + (c.state_strided ? " state-strided" : "") + (c.x_2d ? " x-2d" : "") + (c.bias ? " bias" : "") +
+         (c.state_channel_last ? " state-channel-last" : "") + (c.state_strided ? " state-strided" : "") +
+         (c.x_tokens ? " x-tokens" : "") + (c.x_2d ? " x-2d" : "") + (c.bias ? " bias" : "") +
          (c.silu ? " silu" : "");
 }
 
@@ -81,7 +84,9 @@ struct UpdateRun {
 
   UpdateRun(const UpdateCase& c, std::mt19937& rng) {
     const int64_t B = c.B, D = c.D, L = c.L, S = c.state_len;
-    x = c.x_2d ? HostTensor::contiguous(c.xdt, {B, D}) : HostTensor(c.xdt, {B, D, L}, {D * L, 1, D});  // 3-D: channel-last
+    x = c.x_2d       ? HostTensor::contiguous(c.xdt, {B, D})
+        : c.x_tokens ? HostTensor::contiguous(c.xdt, {B, D, L})
+                     : HostTensor(c.xdt, {B, D, L}, {D * L, 1, D});
     x.randomize(rng);
     w = HostTensor::contiguous(c.wdt, {D, c.width});
     w.randomize(rng, 0.5);
@@ -100,7 +105,9 @@ struct UpdateRun {
     std::iota(slots.begin(), slots.end(), 0);
     std::shuffle(slots.begin(), slots.end(), rng);
     for (int64_t b = 0; b < B; ++b) indices.set(b, b % 3 == 1 ? -1 : slots[b]);  // every third row: padding
-    out = c.x_2d ? HostTensor::contiguous(c.xdt, {B, D}) : HostTensor::contiguous(c.xdt, {B, D, L});
+    out = c.x_2d       ? HostTensor::contiguous(c.xdt, {B, D})
+          : c.x_tokens ? HostTensor(c.xdt, {B, D, L}, {D * L, 1, D})
+                       : HostTensor::contiguous(c.xdt, {B, D, L});
     out.fill_all(NAN);
     a.struct_size = sizeof a;
     a.x = &x.t;

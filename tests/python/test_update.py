@@ -59,6 +59,21 @@ def test_modes_and_lengths(device, backend, mode, L, gen):
     check_update(out, state, x, before, weight, bias, True, cache, indices)
 
 
+@pytest.mark.parametrize("L", [2, 5, 8])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("circular", [False, True], ids=["shift", "ring"])
+def test_a_few_tokens_of_many_channels(circular, dtype, L, gen):
+    """Speculative decoding's drafts on the cpu backend: x of (batch, 600, L) as callers pass it, each
+    channel's tokens back to back (split into rows of channels for the SIMD decode step: whole
+    blocks of channels and a partial one), against the reference."""
+    x, state, weight, bias, cache, indices = make_update_case(
+        4, 600, L, 4, 16 if circular else 3, dtype, dtype, circular=circular, gather=True, state_cl=False,
+        x_2d=False, gen=gen)
+    before = state.clone()
+    out = causal_conv1d_update(x, state, weight, bias, "silu", cache, indices, backend="cpu")
+    check_update(out, state, x, before, weight, bias, True, cache, indices)
+
+
 @pytest.mark.parametrize("device,backend", DEV_BACKENDS)
 @pytest.mark.parametrize("width", [1, 2, 4, 7])
 def test_decode_equals_forward(device, backend, width, gen):
