@@ -187,12 +187,12 @@ TapsFn taps_for(const UpdateProblem& p) {
                                       : taps_for<float>(p.width, decode);
 }
 
-// What the SIMD decode steps need besides their state layout: up to kMaxTokenSteps tokens of a
+// What the SIMD decode steps need besides their state layout: up to k.max_tokens tokens of a
 // dtype pair they take, state rows contiguous along time, the weights (rows of W) and the bias
 // contiguous along channels, and for one token x and out too (several copy them through buffers).
-bool decode_fits(const UpdateProblem& p) {
+bool decode_fits(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, D = p.dim;
-  return p.seqlen <= kMaxTokenSteps && decode_dtypes(p.x_dtype, p.w_dtype) &&
+  return p.seqlen <= k.max_tokens && decode_dtypes(p.x_dtype, p.w_dtype) &&
          steps(p.conv_state.strides[2], p.state_len, 1) && p.weight.strides[1] == 1 &&
          steps(p.weight.strides[0], D, W) && (!p.bias.present() || steps(p.bias.strides[0], D, 1)) &&
          (p.seqlen > 1 || (steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1)));
@@ -204,7 +204,7 @@ bool decode_fits(const UpdateProblem& p) {
 DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t S = p.state_len, rows = std::max<int64_t>(p.conv_state.strides[1], S) * p.dim;
   const bool fits =
-      p.cache_seqlens.present() && decode_fits(p) && rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31);
+      p.cache_seqlens.present() && decode_fits(p, k) && rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31);
   return fits ? k.decode_ring[p.width - 1] : nullptr;
 }
 
@@ -214,7 +214,7 @@ DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
 DecodeRowsFn simd_decode(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, S = p.state_len, D = p.dim;
   const DecodeRowsFn f = S == W ? k.decode_rows[W - 1] : S == W - 1 ? k.decode_rows_short[W - 1] : nullptr;
-  const bool fits = !p.cache_seqlens.present() && decode_fits(p) && steps(p.conv_state.strides[1], D, S);
+  const bool fits = !p.cache_seqlens.present() && decode_fits(p, k) && steps(p.conv_state.strides[1], D, S);
   return fits ? f : nullptr;
 }
 

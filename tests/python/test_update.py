@@ -59,7 +59,7 @@ def test_modes_and_lengths(device, backend, mode, L, gen):
     check_update(out, state, x, before, weight, bias, True, cache, indices)
 
 
-@pytest.mark.parametrize("L", [2, 5, 8])
+@pytest.mark.parametrize("L", [2, 5, 8, 16])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("circular", [False, True], ids=["shift", "ring"])
 def test_a_few_tokens_of_many_channels(circular, dtype, L, gen):
