@@ -27,6 +27,9 @@ namespace {
 
 constexpr int64_t kChannelRun = 512;        // channels per work item
 constexpr int64_t kSerialWork = 1 << 17;    // below this many channel steps, no pool
+// From this many tokens a call the SIMD decode steps' layouts take tokens_as_rows too: at 6 on
+// Zen 4 (AVX-512) 1-11% faster than a step a token, at 8 14-31%, at 16 2x; at 4 up to 19% slower.
+constexpr int64_t kRowsMinTokens = 6;
 
 int32_t index_at(const TensorRef& t, int64_t i) { return static_cast<const int32_t*>(t.data)[i * t.strides[0]]; }
 
@@ -231,6 +234,103 @@ void copy_elements(void* dst, int64_t dst_step, const void* src, int64_t src_ste
     copy_as(static_cast<uint32_t*>(dst), dst_step, static_cast<const uint32_t*>(src), src_step, n);
 }
 
+// Whether the state's rows of state_len elements lie back to back (Mamba's and vLLM's layouts).
+bool state_rows(const UpdateProblem& p) {
+  return steps(p.conv_state.strides[2], p.state_len, 1) && steps(p.conv_state.strides[1], p.dim, p.state_len);
+}
+
+// Whether the tokens can go through the forward's channel-last kernel (tokens_as_rows): up to
+// max_tokens tokens (split_tokens' limit), the state's rows back to back (up to max_tokens steps)
+// or its steps' channels contiguous, in shift mode or a ring; weights rows of W contiguous
+// elements, bias contiguous. Any width and dtype pair, any strides of x and out.
+bool rows_fit(const UpdateProblem& p, const SimdKernels& k) {
+  const int64_t S = p.state_len, D = p.dim, W = p.width;
+  return p.seqlen <= k.max_tokens && ((state_rows(p) && S <= k.max_tokens) || steps(p.conv_state.strides[1], D, 1)) &&
+         p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
+         (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+}
+
+// The taps and bias of rows_fit's calls as floats, a run of kChannelRun channels at a time, tap k
+// of the run from c0 at w[W * c0 + k * m + j] (m: the run's channels): conv_channels' layout.
+struct RunTaps {
+  std::unique_ptr<float[]> w, bias;  // not value-initialised: zeroing them cost 4% of 4 tokens
+  // Each run's rows of W split into W rows of its channels (the bits), then converted: a
+  // transpose of 4096 rows of 4 taps by rows_to_f32_t took 3x the conv of two tokens.
+  RunTaps(const UpdateProblem& p, const SimdKernels& k) : w(new float[p.width * p.dim]), bias(new float[p.dim]) {
+    const int W = p.width, wb = dtype_size(p.w_dtype);
+    const std::unique_ptr<char[]> rows(new char[W * std::min(p.dim, kChannelRun) * wb]);
+    for (int64_t c0 = 0; c0 < p.dim; c0 += kChannelRun) {
+      const int64_t m = std::min(kChannelRun, p.dim - c0);
+      const char* src = static_cast<const char*>(p.weight.data) + c0 * W * wb;
+      if (W > 1) k.split_tokens(wb, W, src, m, rows.get());
+      k.to_f32(p.w_dtype, W > 1 ? rows.get() : src, &w[W * c0], W * m);
+    }
+    if (p.bias.present())
+      k.to_f32(p.w_dtype, p.bias.data, bias.get(), p.dim);
+    else
+      std::fill(&bias[0], &bias[p.dim], 0.f);
+  }
+};
+
+// rows_fit's tokens for channels [c0, c0 + m) of batch row b with state row `row`, through
+// buffers of (S + 2T) x m elements (2T where the state is channel-last) and (W-1) x m floats: the
+// state's S steps as rows of channels (split_tokens; a channel-last state's are rows already) with
+// x's T tokens after them, so that in shift mode the new state is their last S rows; the window's
+// W-1 rows as floats; conv_channels over x's rows into T rows of out, joined back. A ring writes
+// x's last rows at their slots instead. The state takes x's bits unconverted. Where no decode kernel serves the width or the
+// layout, 2-7x faster than the general taps for 2 to 8 tokens (bench/RESULTS.md).
+void tokens_as_rows(const UpdateProblem& p, const SimdKernels& k, const RunTaps& taps, int64_t b, int64_t c0,
+                    int64_t m, int64_t row, char* buf, float* halo) {
+  const int64_t T = p.seqlen, S = p.state_len, W = p.width, xb = dtype_size(p.x_dtype);
+  const int64_t xs = p.x.strides[1], os = p.out.strides[1];
+  const int64_t cs = p.conv_state.strides[1], ss = p.conv_state.strides[2];
+  char* st = static_cast<char*>(p.conv_state.data) + (row * p.conv_state.strides[0] + c0 * cs) * xb;
+  const bool cf = state_rows(p);  // else each step's channels are contiguous: a row in place
+  const int64_t s0 = cf ? S : 0;  // the buffer's rows: the state's (cf), then x's, then out's
+  const auto rows = [&](int64_t i) { return buf + i * m * xb; };
+  const auto xrow = [&](int64_t t) { return rows(s0 + t); };
+  const auto orow = [&](int64_t t) { return rows(s0 + T + t); };
+  const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 * xs) * xb;
+  char* out = static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 * os) * xb;
+  // n steps of m channels, channel c's at element c*n, to n rows of m channels, and back.
+  const auto to_rows = [&](const void* src, int64_t n, char* dst) {
+    if (n == 1)
+      std::memcpy(dst, src, m * xb);
+    else
+      k.split_tokens(xb, (int)n, src, m, dst);
+  };
+  const auto from_rows = [&](const char* src, int64_t n, void* dst) {
+    if (n == 1)
+      std::memcpy(dst, src, m * xb);
+    else
+      k.join_tokens(xb, (int)n, src, m, dst);
+  };
+  // The state's step i as a row of channels: split into the buffer, or where it is.
+  const auto srow = [&](int64_t i) { return cf ? rows(i) : st + i * ss * xb; };
+  if (cf) to_rows(st, S, rows(0));
+  if (steps(p.x.strides[2], T, 1) && steps(xs, p.dim, T))
+    to_rows(x, T, xrow(0));
+  else
+    for (int64_t t = 0; t < T; ++t) copy_elements(xrow(t), 1, x + t * p.x.strides[2] * xb, xs, m, xb);
+  const bool circular = p.cache_seqlens.present();
+  const int64_t head = circular ? index_at(p.cache_seqlens, b) % S : 0;
+  for (int i = 0; i + 1 < W; ++i) k.to_f32(p.x_dtype, srow(window_pos(circular, head, S, (int)W, i)), halo + i * m, m);
+  k.conv_channels[W - 1](p.x_dtype, xrow(0), m, halo, &taps.w[W * c0], &taps.bias[c0], p.silu, false, orow(0), m, T,
+                         m);
+  if (steps(p.out.strides[2], T, 1) && steps(os, p.dim, T))
+    from_rows(orow(0), T, out);
+  else
+    for (int64_t t = 0; t < T; ++t) copy_elements(out + t * p.out.strides[2] * xb, os, orow(t), 1, m, xb);
+  if (circular) {  // the last S tokens at their slots
+    for (int64_t t = std::max<int64_t>(0, T - S); t < T; ++t) std::memcpy(srow((head + t) % S), xrow(t), m * xb);
+    if (cf) from_rows(rows(0), S, st);
+  } else if (cf) {  // the last S of the state's rows and x's
+    from_rows(rows(T), S, st);
+  } else {  // the same, moved in place: step i takes step i + T, or x's token i + T - S
+    for (int64_t i = 0; i < S; ++i) std::memcpy(srow(i), i + T < S ? srow(i + T) : xrow(i + T - S), m * xb);
+  }
+}
+
 }  // namespace
 
 void update_cpu(const Problem& problem) {
@@ -240,12 +340,14 @@ void update_cpu(const Problem& problem) {
   const TapsFn run_taps = taps_for(p);
   const SimdKernels& k = simd();
   const TensorRef& out = p.out;
-  const bool out_rows = p.seqlen == 1 && out.strides[1] == 1;  // the channels of a row are contiguous
-  const DecodeRowsFn simd_step = simd_decode(p, k);
-  const DecodeRingFn ring_step = simd_step ? nullptr : simd_ring(p, k);
-  const bool fast = simd_step != nullptr || ring_step != nullptr;
+  const bool out_rows = p.seqlen == 1 && steps(out.strides[1], p.dim, 1);  // a row's channels contiguous
+  DecodeRowsFn simd_step = simd_decode(p, k);
+  DecodeRingFn ring_step = simd_step ? nullptr : simd_ring(p, k);
+  const bool as_rows = rows_fit(p, k) && (p.seqlen >= kRowsMinTokens || (!simd_step && !ring_step));
+  if (as_rows) simd_step = nullptr, ring_step = nullptr;
+  const bool fast = as_rows || simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);
-  const bool tokens = fast && p.seqlen > 1;  // one SIMD step a token
+  const bool tokens = fast && p.seqlen > 1;  // one SIMD step a token, or rows
   // x and out of (dim, T) per batch row, each channel's tokens back to back (as upstream's callers
   // pass them): split into rows of a token's channels and joined back by the SIMD kernels; other
   // strides a token at a time by strided copies.
@@ -254,13 +356,17 @@ void update_cpu(const Problem& problem) {
   StagedTaps staged = fast ? StagedTaps{} : StagedTaps(p);
   const bool stage_per_run = p.batch == 1;  // each run of channels is taken once: the pool stages it
   if (!fast && !stage_per_run) staged.fill(p, 0, p.dim);
+  const std::unique_ptr<RunTaps> run_w(as_rows ? new RunTaps(p, k) : nullptr);
   parallel_for(p.batch * runs, std::max<int64_t>(1, kSerialWork / per_item), [&](int64_t begin, int64_t end) {
     std::vector<float> acc(fast ? 0 : std::min(p.dim, kChannelRun) * p.seqlen);
-    std::vector<char> io(tokens ? 2 * p.seqlen * p.dim * xb : 0);  // the tokens' x, then their out
+    // The tokens' x, then their out (as_rows: the state's rows first, a run of channels at a time).
+    const int64_t run = std::min(p.dim, kChannelRun), state_steps = state_rows(p) ? p.state_len : 0;
+    std::vector<char> io(as_rows ? (state_steps + 2 * p.seqlen) * run * xb : tokens ? 2 * p.seqlen * p.dim * xb : 0);
+    std::vector<float> halo(as_rows ? (p.width - 1) * run : 0);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / runs, c0 = (item % runs) * kChannelRun;
       // The SIMD step takes this chunk's later runs of row b too: one call, one zero-padded tail.
-      if (fast) item = std::min(end, (b + 1) * runs) - 1;
+      if (fast && !as_rows) item = std::min(end, (b + 1) * runs) - 1;
       const int64_t c1 = std::min(p.dim, (item % runs + 1) * kChannelRun);
       const int64_t row = p.conv_state_indices.present() ? index_at(p.conv_state_indices, b) : b;
       const int64_t n = (c1 - c0) * p.seqlen;
@@ -268,13 +374,17 @@ void update_cpu(const Problem& problem) {
       if (fast) {
         char* dst = static_cast<char*>(out.data) + o * xb;
         if (row < 0) {  // a padding slot: outputs 0, state untouched
-          if (tokens) {
+          if (!out_rows) {  // (one token's out may be strided on the way to tokens_as_rows)
             std::memset(io.data(), 0, (c1 - c0) * xb);
             for (int64_t t = 0; t < p.seqlen; ++t)
               copy_elements(dst + t * out.strides[2] * xb, out.strides[1], io.data(), 1, c1 - c0, xb);
           } else {
             std::memset(dst, 0, n * xb);
           }
+          continue;
+        }
+        if (as_rows) {
+          tokens_as_rows(p, k, *run_w, b, c0, c1 - c0, row, io.data(), halo.data());
           continue;
         }
         const int64_t cs = ring_step ? p.conv_state.strides[1] : p.state_len;

@@ -20,6 +20,7 @@ struct UpdateCase {
   bool state_strided = false;  // state rows strided along time (2) and channels (2S+1)
   // A 3-D x contiguous (each channel's tokens back to back) and out channel-last; else the reverse.
   bool x_tokens = false;
+  bool out_strided = false;  // out's channels two elements apart (unless x_tokens)
 };
 
 inline std::string describe(const UpdateCase& c) {
@@ -28,8 +29,8 @@ inline std::string describe(const UpdateCase& c) {
          std::to_string(c.B) + "," + std::to_string(c.D) + "," + std::to_string(c.L) + " state_len=" +
          std::to_string(c.state_len) + (c.circular ? " circular" : " shift") + (c.gather ? " gather" : "") +
          (c.state_channel_last ? " state-channel-last" : "") + (c.state_strided ? " state-strided" : "") +
-         (c.x_tokens ? " x-tokens" : "") + (c.x_2d ? " x-2d" : "") + (c.bias ? " bias" : "") +
-         (c.silu ? " silu" : "");
+         (c.x_tokens ? " x-tokens" : "") + (c.out_strided ? " out-strided" : "") + (c.x_2d ? " x-2d" : "") +
+         (c.bias ? " bias" : "") + (c.silu ? " silu" : "");
 }
 
 // float64 reference of the update for tensors of any strides: out (B, D, L) and the whole state
@@ -105,9 +106,11 @@ struct UpdateRun {
     std::iota(slots.begin(), slots.end(), 0);
     std::shuffle(slots.begin(), slots.end(), rng);
     for (int64_t b = 0; b < B; ++b) indices.set(b, b % 3 == 1 ? -1 : slots[b]);  // every third row: padding
-    out = c.x_2d       ? HostTensor::contiguous(c.xdt, {B, D})
+    // out_strided: out's channels two elements apart.
+    const int64_t oc = c.out_strided ? 2 : 1;
+    out = c.x_2d       ? HostTensor(c.xdt, {B, D}, {oc * D, oc})
           : c.x_tokens ? HostTensor(c.xdt, {B, D, L}, {D * L, 1, D})
-                       : HostTensor::contiguous(c.xdt, {B, D, L});
+                       : HostTensor(c.xdt, {B, D, L}, {oc * D * L, oc * L, 1});
     out.fill_all(NAN);
     a.struct_size = sizeof a;
     a.x = &x.t;
