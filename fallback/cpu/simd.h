@@ -29,9 +29,10 @@ static constexpr bool decode_dtypes(int xd, int wd) { return wd == xd || wd == 0
 
 // The widest build's floats per vector (AVX-512): buffers of a vector's lanes are this long.
 constexpr int kMaxSimdWidth = 16;
-// The most tokens any build takes the SIMD decode step once a token for (SimdKernels::max_tokens),
-// their x split into rows of a token's channels (split_tokens).
-constexpr int kMaxTokenSteps = 16;
+// The most tokens a call the update's SIMD paths take (a decode step a token, or the tokens as
+// rows of channels: update_cpu.cpp), x's tokens split into rows of a token's channels and out
+// joined back (split_tokens, join_tokens). More take the general taps.
+constexpr int kMaxSimdTokens = 16;
 
 // Whether the one-pass walk exists at width W: upstream's widths, 2 to 4; the others take the
 // tiles (the walk's instances for every width and dtype, with and without seq_idx, doubled each
@@ -93,9 +94,6 @@ using BwdRowFn = void (*)(const BwdRowArgs& a);
 struct SimdKernels {
   const char* name;  // one of kSimdBuilds
   int width;         // floats per vector
-  // Calls of up to this many tokens take the SIMD decode step once a token (update_cpu.cpp); more
-  // take the general taps. See simd_transpose.inc for the measurements.
-  int max_tokens;
   // The forward, x read and out written in one dtype (CC1D_FLOAT32 for float buffers), W-1 steps
   // of history given as floats (`halo`: x before the first output, initial states or zeros).
   // Channel-first row: out[t] = act(bias + sum_k w[k] * x[t - (W-1) + k]), t < n, x and out n
@@ -160,7 +158,7 @@ struct SimdKernels {
   void (*rows_from_f32_t)(int dtype, const float* src, long long ss, long long n, long long m, void* dst,
                           long long rs);
   // A few tokens of the update (simd_transpose.inc), elements of `bytes` (2 or 4) moved as bits:
-  // m channels of t tokens (2 <= t <= max_tokens; channel c's at element c*t of src) to t rows
+  // m channels of t tokens (2 <= t <= kMaxSimdTokens; channel c's at element c*t of src) to t rows
   // of m contiguous elements (token j's at element j*m of dst); join_tokens the reverse.
   void (*split_tokens)(int bytes, int t, const void* src, long long m, void* dst);
   void (*join_tokens)(int bytes, int t, const void* src, long long m, void* dst);

@@ -3,13 +3,15 @@
 // step of Mamba's and vLLM's layouts (one token, shift mode, state rows of `width` or width-1
 // contiguous elements, width 2/4/8, contiguous rows, weights in x's dtype or fp32) and of a ring
 // buffer (AVX2/AVX-512, the same cases) is one SIMD kernel per run (simd.h decode_rows,
-// decode_rows_short, decode_ring, decode_dtypes); a few tokens (speculative decoding's drafts)
-// take that kernel once a token. Otherwise, with the taps converted to floats once a call
-// (StagedTaps), one token takes decode_step (state rows of any strides) and several the general
-// taps, x's element type fixed at compile time; the activation and the conversion of the outputs
-// run vectorised over the run. Small calls stay on the calling thread: a decode step of one row is
-// done before a pool thread would wake. Validation has already rejected out-of-range indices,
-// duplicated indices and negative cache_seqlens for host tensors.
+// decode_rows_short, decode_ring, decode_dtypes); up to 5 tokens take that kernel once a token.
+// 6 to 16 tokens, and 1 to 16 where no such kernel serves the width, dtype pair or state layout,
+// go as rows of channels through the forward's channel-last kernel (tokens_as_rows). Otherwise,
+// with the taps converted to floats once a call (StagedTaps), one token takes decode_step (state
+// rows of any strides) and several the general taps, x's element type fixed at compile time; the
+// activation and the conversion of the outputs run vectorised over the run. Small calls stay on
+// the calling thread: a decode step of one row is done before a pool thread would wake.
+// Validation has already rejected out-of-range indices, duplicated indices and negative
+// cache_seqlens for host tensors.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -190,12 +192,12 @@ TapsFn taps_for(const UpdateProblem& p) {
                                       : taps_for<float>(p.width, decode);
 }
 
-// What the SIMD decode steps need besides their state layout: up to k.max_tokens tokens of a
+// What the SIMD decode steps need besides their state layout: up to kMaxSimdTokens tokens of a
 // dtype pair they take, state rows contiguous along time, the weights (rows of W) and the bias
 // contiguous along channels, and for one token x and out too (several copy them through buffers).
-bool decode_fits(const UpdateProblem& p, const SimdKernels& k) {
+bool decode_fits(const UpdateProblem& p) {
   const int64_t W = p.width, D = p.dim;
-  return p.seqlen <= k.max_tokens && decode_dtypes(p.x_dtype, p.w_dtype) &&
+  return p.seqlen <= kMaxSimdTokens && decode_dtypes(p.x_dtype, p.w_dtype) &&
          steps(p.conv_state.strides[2], p.state_len, 1) && p.weight.strides[1] == 1 &&
          steps(p.weight.strides[0], D, W) && (!p.bias.present() || steps(p.bias.strides[0], D, 1)) &&
          (p.seqlen > 1 || (steps(p.x.strides[1], D, 1) && steps(p.out.strides[1], D, 1)));
@@ -207,7 +209,7 @@ bool decode_fits(const UpdateProblem& p, const SimdKernels& k) {
 DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t S = p.state_len, rows = std::max<int64_t>(p.conv_state.strides[1], S) * p.dim;
   const bool fits =
-      p.cache_seqlens.present() && decode_fits(p, k) && rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31);
+      p.cache_seqlens.present() && decode_fits(p) && rows * dtype_size(p.x_dtype) + 4 < (int64_t(1) << 31);
   return fits ? k.decode_ring[p.width - 1] : nullptr;
 }
 
@@ -217,7 +219,7 @@ DecodeRingFn simd_ring(const UpdateProblem& p, const SimdKernels& k) {
 DecodeRowsFn simd_decode(const UpdateProblem& p, const SimdKernels& k) {
   const int64_t W = p.width, S = p.state_len, D = p.dim;
   const DecodeRowsFn f = S == W ? k.decode_rows[W - 1] : S == W - 1 ? k.decode_rows_short[W - 1] : nullptr;
-  const bool fits = !p.cache_seqlens.present() && decode_fits(p, k) && steps(p.conv_state.strides[1], D, S);
+  const bool fits = !p.cache_seqlens.present() && decode_fits(p) && steps(p.conv_state.strides[1], D, S);
   return fits ? f : nullptr;
 }
 
@@ -240,13 +242,13 @@ bool state_rows(const UpdateProblem& p) {
 }
 
 // Whether the tokens can go through the forward's channel-last kernel (tokens_as_rows): up to
-// max_tokens tokens (split_tokens' limit), the state's rows back to back (up to max_tokens steps)
+// kMaxSimdTokens tokens (split_tokens' limit), the state's rows back to back (as many steps)
 // or its steps' channels contiguous, in shift mode or a ring; weights rows of W contiguous
 // elements, bias contiguous. Any width and dtype pair, any strides of x and out.
-bool rows_fit(const UpdateProblem& p, const SimdKernels& k) {
+bool rows_fit(const UpdateProblem& p) {
   const int64_t S = p.state_len, D = p.dim, W = p.width;
-  return p.seqlen <= k.max_tokens && ((state_rows(p) && S <= k.max_tokens) || steps(p.conv_state.strides[1], D, 1)) &&
-         p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
+  const bool state = (state_rows(p) && S <= kMaxSimdTokens) || steps(p.conv_state.strides[1], D, 1);
+  return p.seqlen <= kMaxSimdTokens && state && p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
          (!p.bias.present() || steps(p.bias.strides[0], D, 1));
 }
 
@@ -277,8 +279,9 @@ struct RunTaps {
 // state's S steps as rows of channels (split_tokens; a channel-last state's are rows already) with
 // x's T tokens after them, so that in shift mode the new state is their last S rows; the window's
 // W-1 rows as floats; conv_channels over x's rows into T rows of out, joined back. A ring writes
-// x's last rows at their slots instead. The state takes x's bits unconverted. Where no decode kernel serves the width or the
-// layout, 2-7x faster than the general taps for 2 to 8 tokens (bench/RESULTS.md).
+// x's last rows at their slots instead. The state takes x's bits unconverted. Where no decode
+// kernel serves the width or the layout, 2-7x faster than the general taps for 2 to 8 tokens
+// (bench/RESULTS.md).
 void tokens_as_rows(const UpdateProblem& p, const SimdKernels& k, const RunTaps& taps, int64_t b, int64_t c0,
                     int64_t m, int64_t row, char* buf, float* halo) {
   const int64_t T = p.seqlen, S = p.state_len, W = p.width, xb = dtype_size(p.x_dtype);
@@ -343,7 +346,7 @@ void update_cpu(const Problem& problem) {
   const bool out_rows = p.seqlen == 1 && steps(out.strides[1], p.dim, 1);  // a row's channels contiguous
   DecodeRowsFn simd_step = simd_decode(p, k);
   DecodeRingFn ring_step = simd_step ? nullptr : simd_ring(p, k);
-  const bool as_rows = rows_fit(p, k) && (p.seqlen >= kRowsMinTokens || (!simd_step && !ring_step));
+  const bool as_rows = rows_fit(p) && (p.seqlen >= kRowsMinTokens || (!simd_step && !ring_step));
   if (as_rows) simd_step = nullptr, ring_step = nullptr;
   const bool fast = as_rows || simd_step != nullptr || ring_step != nullptr;
   const int xb = dtype_size(p.x_dtype), wb = dtype_size(p.w_dtype);

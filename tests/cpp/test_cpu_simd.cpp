@@ -505,7 +505,7 @@ TEST_CASE("every SIMD build: the update's decode step against the float64 refere
                 if (S >= 1)
                   run_update_case(UpdateCase{xdt, wdt, W, 4, D, 1, S, ring, D != 5, false, D != 600, D != 5, true},
                                   rng, CC1D_BACKEND_CPU);
-    // A few tokens a call (up to max_tokens, each token the decode step; x's tokens split into
+    // A few tokens a call (up to kMaxSimdTokens, each token the decode step; x's tokens split into
     // rows of channels and out joined back, or x read and out written a token at a time by strided
     // copies; past it the general taps), batch 2 with a padding row, in every layout of the step.
     for (int xdt = 0; xdt < 3; ++xdt)
@@ -566,7 +566,7 @@ TEST_CASE("every SIMD build: a few tokens split into rows of channels and joined
   std::uniform_int_distribution<uint32_t> any;
   for (const cc1d::SimdKernels* k : builds())
     for (int bytes : {2, 4})
-      for (int t = 2; t <= k->max_tokens; ++t)
+      for (int t = 2; t <= cc1d::kMaxSimdTokens; ++t)
         for (long long m : {1LL, 3LL * k->width + 5, 600LL}) {
           INFO("build " << k->name << ", " << bytes << "-byte elements, " << t << " tokens, " << m << " channels");
           const size_t n = m * t * bytes;

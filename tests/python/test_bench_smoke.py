@@ -18,6 +18,7 @@ CASES = [
     (["cpu_bwd.py", "--quick"], "| shape (B,D,L) | dtype | layout | cpu backend ms"),
     (["call_overhead.py", "--quick"], "| causal_conv1d_update, batch 1, dim 4096 bf16, silu |"),
     (["cpu_decode.py", "--quick"], "| 1 | bfloat16 | libcc1d |"),
+    (["cpu_update_tokens.py", "--quick"], "| width 4, Mamba's rows of 4 | 1 | bfloat16 | libcc1d |"),
     (["first_call.py", "--device", "cpu"], "Every output matched the float64 reference."),
     (["cpu_narrow.py", "--quick"], "| 1,3,21845 | channel-last |"),
     (["gpu_fwd.py", "--quick", "--device", "cpu", "--backend", "cpu"], "all outputs match the baseline"),
