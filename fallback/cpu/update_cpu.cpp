@@ -291,10 +291,13 @@ void tokens_as_rows(const UpdateProblem& p, const SimdKernels& k, const RunTaps&
   const bool cf = state_rows(p);  // else each step's channels are contiguous: a row in place
   const int64_t s0 = cf ? S : 0;  // the buffer's rows: the state's (cf), then x's, then out's
   const auto rows = [&](int64_t i) { return buf + i * m * xb; };
-  const auto xrow = [&](int64_t t) { return rows(s0 + t); };
-  const auto orow = [&](int64_t t) { return rows(s0 + T + t); };
   const char* x = static_cast<const char*>(p.x.data) + (b * p.x.strides[0] + c0 * xs) * xb;
   char* out = static_cast<char*>(p.out.data) + (b * p.out.strides[0] + c0 * os) * xb;
+  // Token t's row of channels: where it is when a token's channels are contiguous, else in the buffer.
+  const bool x_here = steps(xs, p.dim, 1), o_here = steps(os, p.dim, 1);
+  const int64_t xstep = x_here ? p.x.strides[2] : m, ostep = o_here ? p.out.strides[2] : m;
+  const auto xrow = [&](int64_t t) { return x_here ? x + t * xstep * xb : rows(s0 + t); };
+  const auto orow = [&](int64_t t) { return o_here ? out + t * ostep * xb : rows(s0 + T + t); };
   // n steps of m channels, channel c's at element c*n, to n rows of m channels, and back.
   const auto to_rows = [&](const void* src, int64_t n, char* dst) {
     if (n == 1)
@@ -308,21 +311,25 @@ void tokens_as_rows(const UpdateProblem& p, const SimdKernels& k, const RunTaps&
     else
       k.join_tokens(xb, (int)n, src, m, dst);
   };
+  const bool circular = p.cache_seqlens.present();
+  const int64_t head = circular ? index_at(p.cache_seqlens, b) % S : 0;
   // The state's step i as a row of channels: split into the buffer, or where it is.
   const auto srow = [&](int64_t i) { return cf ? rows(i) : st + i * ss * xb; };
   if (cf) to_rows(st, S, rows(0));
-  if (steps(p.x.strides[2], T, 1) && steps(xs, p.dim, T))
-    to_rows(x, T, xrow(0));
-  else
-    for (int64_t t = 0; t < T; ++t) copy_elements(xrow(t), 1, x + t * p.x.strides[2] * xb, xs, m, xb);
-  const bool circular = p.cache_seqlens.present();
-  const int64_t head = circular ? index_at(p.cache_seqlens, b) % S : 0;
+  if (x_here) {  // (a shift of rows back to back joins the state's new rows from the buffer)
+    if (cf && !circular)
+      for (int64_t t = std::max<int64_t>(0, T - S); t < T; ++t) std::memcpy(rows(S + t), xrow(t), m * xb);
+  } else if (steps(p.x.strides[2], T, 1) && steps(xs, p.dim, T)) {
+    to_rows(x, T, rows(s0));
+  } else {
+    for (int64_t t = 0; t < T; ++t) copy_elements(rows(s0 + t), 1, x + t * p.x.strides[2] * xb, xs, m, xb);
+  }
   for (int i = 0; i + 1 < W; ++i) k.to_f32(p.x_dtype, srow(window_pos(circular, head, S, (int)W, i)), halo + i * m, m);
-  k.conv_channels[W - 1](p.x_dtype, xrow(0), m, halo, &taps.w[W * c0], &taps.bias[c0], p.silu, false, orow(0), m, T,
-                         m);
-  if (steps(p.out.strides[2], T, 1) && steps(os, p.dim, T))
+  k.conv_channels[W - 1](p.x_dtype, xrow(0), xstep, halo, &taps.w[W * c0], &taps.bias[c0], p.silu, false, orow(0),
+                         ostep, T, m);
+  if (!o_here && steps(p.out.strides[2], T, 1) && steps(os, p.dim, T))
     from_rows(orow(0), T, out);
-  else
+  else if (!o_here)
     for (int64_t t = 0; t < T; ++t) copy_elements(out + t * p.out.strides[2] * xb, os, orow(t), 1, m, xb);
   if (circular) {  // the last S tokens at their slots
     for (int64_t t = std::max<int64_t>(0, T - S); t < T; ++t) std::memcpy(srow((head + t) % S), xrow(t), m * xb);
