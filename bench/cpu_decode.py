@@ -71,12 +71,13 @@ def copy(batch, dtype):
     return lambda: (state2.copy_(state), out.copy_(x))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def start(doc):
+    """The decode benchmarks' command line (--quick, --against) and header: returns the arguments
+    and the libraries to time, ("", this build) and (" (against)", the other one)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="batch 1, one dtype, few calls: a check that it runs")
     ap.add_argument("--against", metavar="LIBCC1D", help="a second libcc1d build, alternated with the first")
     a = ap.parse_args()
-    batches, calls = (3, 5) if a.quick else (60, 50)
     libs = [("", _lib.library())]
     if a.against:
         path = os.path.abspath(a.against)
@@ -85,6 +86,12 @@ def main():
           f"{os.environ.get('CAUSAL_CONV1D_LIBRARY', 'default')}; {os.cpu_count()} cores, load average "
           + " ".join(f"{v:.2f}" for v in os.getloadavg()))
     print()
+    return a, libs
+
+
+def main():
+    a, libs = start(__doc__)
+    batches, calls = (3, 5) if a.quick else (60, 50)
     print("| batch | dtype | library | " + " | ".join(name for name, _, _ in LAYOUTS)
           + " | baseline (torch, Mamba's) | copy of the bytes |")
     print("|" + "---|" * (len(LAYOUTS) + 5))

@@ -11,8 +11,6 @@ run through a second build, alternated with the first.
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
         ~/.cache/causal-conv1d/venv/bin/python bench/cpu_update_tokens.py [--quick] [--against OLD.so]
 """
-import argparse
-import ctypes
 import os
 import sys
 
@@ -20,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_decode import DIM, best_us  # noqa: E402
+from cpu_decode import DIM, best_us, start  # noqa: E402
 
 from causal_conv1d import _lib, _op_update, _pack  # noqa: E402
 
@@ -63,20 +61,10 @@ def copy(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="batch 1, one dtype, few calls: a check that it runs")
-    ap.add_argument("--against", metavar="LIBCC1D", help="a second libcc1d build, alternated with the first")
-    a = ap.parse_args()
+    a, libs = start(__doc__)
     batches, calls = (2, 3) if a.quick else (15, 20)
-    libs = [("", _lib.library())]
-    if a.against:
-        path = os.path.abspath(a.against)
-        libs.append((" (against)", _lib.Library(path, ctypes.CDLL(path))))
-    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads); libcc1d "
-          f"{os.environ.get('CAUSAL_CONV1D_LIBRARY', 'default')}; {os.cpu_count()} cores, load average "
-          + " ".join(f"{v:.2f}" for v in os.getloadavg()))
-    print()
-    print("| layout | batch | dtype | library | " + " | ".join(f"{t} token{'s' if t > 1 else ''}" for t in TOKENS) + " |")
+    print("| layout | batch | dtype | library | " + " | ".join(f"{t} token{'s' if t > 1 else ''}" for t in TOKENS)
+          + " |")
     print("|" + "---|" * (len(TOKENS) + 4))
     for name, width, state_len, state_cl in LAYOUTS[:1] if a.quick else LAYOUTS:
         for batch in (1,) if a.quick else (1, 64):
