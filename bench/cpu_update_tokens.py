@@ -1,5 +1,5 @@
 """A few tokens a call on the CPU (`causal_conv1d_update` with x of (batch, dim, T): speculative
-decoding's drafts), in C: 1 to 16 tokens, width 4 with Mamba's state rows of 4, width 3 with
+decoding's drafts), in C: 1 to 64 tokens (beyond 16 in blocks of 16), width 4 with Mamba's state rows of 4, width 3 with
 vLLM's rows of 2 (no decode kernel serves width 3), and width 4 with a channel-last state of 3
 steps; silu, dim 4096, batch 1 and 64, bf16 and fp32. Beside them, in the same run, the baseline
 (torch: the window and the tokens concatenated, a depthwise conv1d, silu, the state's new steps
@@ -25,7 +25,7 @@ from causal_conv1d import _lib, _op_update, _pack  # noqa: E402
 # (name, width, state_len, channel-last state)
 LAYOUTS = [("width 4, Mamba's rows of 4", 4, 4, False), ("width 3, vLLM's rows of 2", 3, 2, False),
            ("width 4, channel-last state of 3", 4, 3, True)]
-TOKENS = [1, 2, 4, 6, 8, 12, 16]
+TOKENS = [1, 2, 4, 6, 8, 12, 16, 20, 32, 64]
 
 
 def inputs(batch, dtype, width, state_len, state_cl, tokens):

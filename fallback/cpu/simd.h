@@ -29,9 +29,8 @@ static constexpr bool decode_dtypes(int xd, int wd) { return wd == xd || wd == 0
 
 // The widest build's floats per vector (AVX-512): buffers of a vector's lanes are this long.
 constexpr int kMaxSimdWidth = 16;
-// The most tokens a call the update's SIMD paths take (a decode step a token, or the tokens as
-// rows of channels: update_cpu.cpp), x's tokens split into rows of a token's channels and out
-// joined back (split_tokens, join_tokens). More take the general taps.
+// The most tokens split_tokens and join_tokens move at once, and a call's decode steps take (a
+// SIMD step a token: update_cpu.cpp); the tokens as rows of channels move more in blocks of it.
 constexpr int kMaxSimdTokens = 16;
 
 // Whether the one-pass walk exists at width W: upstream's widths, 2 to 4; the others take the
@@ -158,10 +157,11 @@ struct SimdKernels {
   void (*rows_from_f32_t)(int dtype, const float* src, long long ss, long long n, long long m, void* dst,
                           long long rs);
   // A few tokens of the update (simd_transpose.inc), elements of `bytes` (2 or 4) moved as bits:
-  // m channels of t tokens (2 <= t <= kMaxSimdTokens; channel c's at element c*t of src) to t rows
-  // of m contiguous elements (token j's at element j*m of dst); join_tokens the reverse.
-  void (*split_tokens)(int bytes, int t, const void* src, long long m, void* dst);
-  void (*join_tokens)(int bytes, int t, const void* src, long long m, void* dst);
+  // m channels of t tokens (2 <= t <= kMaxSimdTokens; channel c's from element c*cs of src, cs >=
+  // t) to t rows of m contiguous elements (token j's at element j*m of dst); join_tokens the
+  // reverse. Vectorised where cs == t or the vector's lanes divide t (16 tokens in every build).
+  void (*split_tokens)(int bytes, int t, const void* src, long long cs, long long m, void* dst);
+  void (*join_tokens)(int bytes, int t, const void* src, long long m, void* dst, long long cs);
   void (*silu_inplace)(float* v, long long n);
   // g[i] *= silu'(z[i]): the backward through silu.
   void (*mul_silu_grad)(const float* z, float* g, long long n);

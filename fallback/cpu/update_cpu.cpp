@@ -4,10 +4,11 @@
 // contiguous elements, width 2/4/8, contiguous rows, weights in x's dtype or fp32) and of a ring
 // buffer (AVX2/AVX-512, the same cases) is one SIMD kernel per run (simd.h decode_rows,
 // decode_rows_short, decode_ring, decode_dtypes); up to 5 tokens take that kernel once a token.
-// 6 to 16 tokens, and 1 to 16 where no such kernel serves the width, dtype pair or state layout,
-// go as rows of channels through the forward's channel-last kernel (tokens_as_rows). Otherwise,
-// with the taps converted to floats once a call (StagedTaps), one token takes decode_step (state
-// rows of any strides) and several the general taps, x's element type fixed at compile time; the
+// 6 tokens or more, and any number where no such kernel serves the width, dtype pair or state
+// layout, go as rows of channels through the forward's channel-last kernel (tokens_as_rows).
+// Otherwise (strided weights, states of more than 16 steps with their channels apart), with the
+// taps converted to floats once a call (StagedTaps), one token takes decode_step (state rows of
+// any strides) and several the general taps, x's element type fixed at compile time; the
 // activation and the conversion of the outputs run vectorised over the run. Small calls stay on
 // the calling thread: a decode step of one row is done before a pool thread would wake.
 // Validation has already rejected out-of-range indices, duplicated indices and negative
@@ -230,7 +231,9 @@ void copy_as(E* d, int64_t dst_step, const E* s, int64_t src_step, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i * dst_step] = s[i * src_step];
 }
 void copy_elements(void* dst, int64_t dst_step, const void* src, int64_t src_step, int64_t n, int bytes) {
-  if (bytes == 2)
+  if (dst_step == 1 && src_step == 1)
+    std::memcpy(dst, src, n * bytes);
+  else if (bytes == 2)
     copy_as(static_cast<uint16_t*>(dst), dst_step, static_cast<const uint16_t*>(src), src_step, n);
   else
     copy_as(static_cast<uint32_t*>(dst), dst_step, static_cast<const uint32_t*>(src), src_step, n);
@@ -241,15 +244,38 @@ bool state_rows(const UpdateProblem& p) {
   return steps(p.conv_state.strides[2], p.state_len, 1) && steps(p.conv_state.strides[1], p.dim, p.state_len);
 }
 
-// Whether the tokens can go through the forward's channel-last kernel (tokens_as_rows): up to
-// kMaxSimdTokens tokens (split_tokens' limit), the state's rows back to back (as many steps)
-// or its steps' channels contiguous, in shift mode or a ring; weights rows of W contiguous
-// elements, bias contiguous. Any width and dtype pair, any strides of x and out.
+// Whether the tokens can go through the forward's channel-last kernel (tokens_as_rows): the
+// state's steps with their channels contiguous, or its rows back to back, in shift mode or a
+// ring; weights rows of W contiguous elements, bias contiguous. Any number of tokens, width and
+// dtype pair, any strides of x and out. The route moves a state of rows back to back whole: a
+// longer one than kMaxSimdTokens only in shift mode from 2 tokens (21 steps, bf16, batch 64: 2
+// tokens 915 against 4062 us by the general taps, but one token 895 against decode_step's 391).
 bool rows_fit(const UpdateProblem& p) {
   const int64_t S = p.state_len, D = p.dim, W = p.width;
-  const bool state = (state_rows(p) && S <= kMaxSimdTokens) || steps(p.conv_state.strides[1], D, 1);
-  return p.seqlen <= kMaxSimdTokens && state && p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
+  const bool long_shift = !p.cache_seqlens.present() && p.seqlen > 1;
+  const bool state = (state_rows(p) && (S <= kMaxSimdTokens || long_shift)) || steps(p.conv_state.strides[1], D, 1);
+  return state && p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
          (!p.bias.present() || steps(p.bias.strides[0], D, 1));
+}
+
+// Blocks of b = min(n, kMaxSimdTokens) tokens covering tokens [0, n), f(first token, b); the last
+// block overlaps the one before (some tokens moved twice, the same bits).
+template <typename F>
+void token_blocks(int64_t n, F&& f) {
+  const int b = static_cast<int>(std::min<int64_t>(n, kMaxSimdTokens));
+  for (int64_t t0 = 0; t0 < n; t0 += b) f(std::min(t0, n - b), b);
+}
+
+// n tokens of m channels, channel c's from element c * cs of src, to n rows of m channels (token
+// t's at element t * m of dst), the bits moved; join_rows the reverse. More than kMaxSimdTokens
+// go in blocks (17 to 32 bf16 tokens took 2.2 ns an output through the general taps before).
+void split_rows(const SimdKernels& k, int bytes, int64_t n, const char* src, int64_t cs, int64_t m, char* dst) {
+  if (n == 1) return copy_elements(dst, 1, src, cs, m, bytes);
+  token_blocks(n, [&](int64_t t, int b) { k.split_tokens(bytes, b, src + t * bytes, cs, m, dst + t * m * bytes); });
+}
+void join_rows(const SimdKernels& k, int bytes, int64_t n, const char* src, int64_t m, char* dst, int64_t cs) {
+  if (n == 1) return copy_elements(dst, cs, src, 1, m, bytes);
+  token_blocks(n, [&](int64_t t, int b) { k.join_tokens(bytes, b, src + t * m * bytes, m, dst + t * bytes, cs); });
 }
 
 // The taps and bias of rows_fit's calls as floats, a run of kChannelRun channels at a time, tap k
@@ -264,7 +290,7 @@ struct RunTaps {
     for (int64_t c0 = 0; c0 < p.dim; c0 += kChannelRun) {
       const int64_t m = std::min(kChannelRun, p.dim - c0);
       const char* src = static_cast<const char*>(p.weight.data) + c0 * W * wb;
-      if (W > 1) k.split_tokens(wb, W, src, m, rows.get());
+      if (W > 1) k.split_tokens(wb, W, src, W, m, rows.get());
       k.to_f32(p.w_dtype, W > 1 ? rows.get() : src, &w[W * c0], W * m);
     }
     if (p.bias.present())
@@ -276,12 +302,12 @@ struct RunTaps {
 
 // rows_fit's tokens for channels [c0, c0 + m) of batch row b with state row `row`, through
 // buffers of (S + 2T) x m elements (2T where the state is channel-last) and (W-1) x m floats: the
-// state's S steps as rows of channels (split_tokens; a channel-last state's are rows already) with
+// state's S steps as rows of channels (split_rows; a channel-last state's are rows already) with
 // x's T tokens after them, so that in shift mode the new state is their last S rows; the window's
 // W-1 rows as floats; conv_channels over x's rows into T rows of out, joined back. A ring writes
 // x's last rows at their slots instead. The state takes x's bits unconverted. Where no decode
-// kernel serves the width or the layout, 2-7x faster than the general taps for 2 to 8 tokens
-// (bench/RESULTS.md).
+// kernel serves the width or the layout, 2-7x faster than the general taps for 2 to 8 tokens,
+// 2-4x for 20 to 64 tokens in any layout (bench/RESULTS.md).
 void tokens_as_rows(const UpdateProblem& p, const SimdKernels& k, const RunTaps& taps, int64_t b, int64_t c0,
                     int64_t m, int64_t row, char* buf, float* halo) {
   const int64_t T = p.seqlen, S = p.state_len, W = p.width, xb = dtype_size(p.x_dtype);
@@ -298,44 +324,31 @@ void tokens_as_rows(const UpdateProblem& p, const SimdKernels& k, const RunTaps&
   const int64_t xstep = x_here ? p.x.strides[2] : m, ostep = o_here ? p.out.strides[2] : m;
   const auto xrow = [&](int64_t t) { return x_here ? x + t * xstep * xb : rows(s0 + t); };
   const auto orow = [&](int64_t t) { return o_here ? out + t * ostep * xb : rows(s0 + T + t); };
-  // n steps of m channels, channel c's at element c*n, to n rows of m channels, and back.
-  const auto to_rows = [&](const void* src, int64_t n, char* dst) {
-    if (n == 1)
-      std::memcpy(dst, src, m * xb);
-    else
-      k.split_tokens(xb, (int)n, src, m, dst);
-  };
-  const auto from_rows = [&](const char* src, int64_t n, void* dst) {
-    if (n == 1)
-      std::memcpy(dst, src, m * xb);
-    else
-      k.join_tokens(xb, (int)n, src, m, dst);
-  };
   const bool circular = p.cache_seqlens.present();
   const int64_t head = circular ? index_at(p.cache_seqlens, b) % S : 0;
   // The state's step i as a row of channels: split into the buffer, or where it is.
   const auto srow = [&](int64_t i) { return cf ? rows(i) : st + i * ss * xb; };
-  if (cf) to_rows(st, S, rows(0));
+  if (cf) split_rows(k, xb, S, st, S, m, rows(0));
   if (x_here) {  // (a shift of rows back to back joins the state's new rows from the buffer)
     if (cf && !circular)
       for (int64_t t = std::max<int64_t>(0, T - S); t < T; ++t) std::memcpy(rows(S + t), xrow(t), m * xb);
-  } else if (steps(p.x.strides[2], T, 1) && steps(xs, p.dim, T)) {
-    to_rows(x, T, rows(s0));
+  } else if (steps(p.x.strides[2], T, 1)) {
+    split_rows(k, xb, T, x, xs, m, rows(s0));
   } else {
     for (int64_t t = 0; t < T; ++t) copy_elements(rows(s0 + t), 1, x + t * p.x.strides[2] * xb, xs, m, xb);
   }
   for (int i = 0; i + 1 < W; ++i) k.to_f32(p.x_dtype, srow(window_pos(circular, head, S, (int)W, i)), halo + i * m, m);
   k.conv_channels[W - 1](p.x_dtype, xrow(0), xstep, halo, &taps.w[W * c0], &taps.bias[c0], p.silu, false, orow(0),
                          ostep, T, m);
-  if (!o_here && steps(p.out.strides[2], T, 1) && steps(os, p.dim, T))
-    from_rows(orow(0), T, out);
+  if (!o_here && steps(p.out.strides[2], T, 1))
+    join_rows(k, xb, T, orow(0), m, out, os);
   else if (!o_here)
     for (int64_t t = 0; t < T; ++t) copy_elements(out + t * p.out.strides[2] * xb, os, orow(t), 1, m, xb);
   if (circular) {  // the last S tokens at their slots
     for (int64_t t = std::max<int64_t>(0, T - S); t < T; ++t) std::memcpy(srow((head + t) % S), xrow(t), m * xb);
-    if (cf) from_rows(rows(0), S, st);
+    if (cf) join_rows(k, xb, S, rows(0), m, st, S);
   } else if (cf) {  // the last S of the state's rows and x's
-    from_rows(rows(T), S, st);
+    join_rows(k, xb, S, rows(T), m, st, S);
   } else {  // the same, moved in place: step i takes step i + T, or x's token i + T - S
     for (int64_t i = 0; i < S; ++i) std::memcpy(srow(i), i + T < S ? srow(i + T) : xrow(i + T - S), m * xb);
   }
@@ -405,7 +418,7 @@ void update_cpu(const Problem& problem) {
         const char* bias = p.bias.present() ? static_cast<const char*>(p.bias.data) + c0 * wb : nullptr;
         // A token at a time; one token reads x and writes out in place, several through io.
         char *xbuf = io.data(), *obuf = tokens ? io.data() + p.seqlen * p.dim * xb : nullptr;
-        if (x_tile) k.split_tokens(xb, (int)p.seqlen, x, m, xbuf);
+        if (x_tile) k.split_tokens(xb, (int)p.seqlen, x, p.seqlen, m, xbuf);
         for (int64_t t = 0; t < p.seqlen; ++t) {
           const char* xt = x;
           char* ot = dst;
@@ -424,7 +437,7 @@ void update_cpu(const Problem& problem) {
           }
           if (tokens && !out_tile) copy_elements(dst + t * out.strides[2] * xb, out.strides[1], obuf, 1, m, xb);
         }
-        if (out_tile) k.join_tokens(xb, (int)p.seqlen, obuf, m, dst);
+        if (out_tile) k.join_tokens(xb, (int)p.seqlen, obuf, m, dst, p.seqlen);
         continue;
       }
       if (row < 0) {  // a padding slot: outputs 0, state untouched

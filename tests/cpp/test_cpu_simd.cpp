@@ -561,28 +561,39 @@ TEST_CASE("every SIMD build: the decode step moves state elements bit for bit, s
 
 TEST_CASE("every SIMD build: a few tokens split into rows of channels and joined back, bit for bit") {
   // split_tokens and join_tokens move bits: random patterns with signalling NaNs; whole blocks of
-  // channels and a partial one, every token count the update sends them.
+  // channels and a partial one, every token count the update sends them, channels back to back
+  // and apart (x a slice of longer rows, or a block of the update's tokens beyond 16). The join
+  // leaves the gaps between channels as they were.
   std::mt19937 rng = test_rng(207);
   std::uniform_int_distribution<uint32_t> any;
+  const auto random_bits = [&](std::vector<unsigned char>& v) {
+    for (size_t i = 0; i < v.size(); i += 2) {
+      const uint32_t r = any(rng) % 5 ? any(rng) : 0x7f817f81u;  // a signalling NaN in either size
+      std::memcpy(&v[i], &r, 2);
+    }
+  };
   for (const cc1d::SimdKernels* k : builds())
     for (int bytes : {2, 4})
       for (int t = 2; t <= cc1d::kMaxSimdTokens; ++t)
-        for (long long m : {1LL, 3LL * k->width + 5, 600LL}) {
-          INFO("build " << k->name << ", " << bytes << "-byte elements, " << t << " tokens, " << m << " channels");
-          const size_t n = m * t * bytes;
-          std::vector<unsigned char> src(n), rows(n, 0xa5), back(n, 0x5a);
-          for (size_t i = 0; i < n; i += 2) {
-            const uint32_t v = any(rng) % 5 ? any(rng) : 0x7f817f81u;  // a signalling NaN in either size
-            std::memcpy(&src[i], &v, 2);
+        for (long long cs : {(long long)t, t + 3LL, 40LL})
+          for (long long m : {1LL, 3LL * k->width + 5, 600LL}) {
+            INFO("build " << k->name << ", " << bytes << "-byte elements, " << t << " tokens, channels " << cs
+                          << " elements apart, " << m << " channels");
+            const size_t n = m * cs * bytes;
+            std::vector<unsigned char> src(n), rows(m * t * bytes, 0xa5), back(n);
+            random_bits(src);
+            random_bits(back);
+            std::vector<unsigned char> want = back;
+            for (long long c = 0; c < m; ++c)
+              std::memcpy(&want[c * cs * bytes], &src[c * cs * bytes], t * bytes);
+            k->split_tokens(bytes, t, src.data(), cs, m, rows.data());
+            for (long long c = 0; c < m; ++c)
+              for (int j = 0; j < t; ++j)
+                REQUIRE_MESSAGE(std::memcmp(&rows[(j * m + c) * bytes], &src[(c * cs + j) * bytes], bytes) == 0,
+                                "split: channel " << c << ", token " << j);
+            k->join_tokens(bytes, t, rows.data(), m, back.data(), cs);
+            REQUIRE(back == want);
           }
-          k->split_tokens(bytes, t, src.data(), m, rows.data());
-          for (long long c = 0; c < m; ++c)
-            for (int j = 0; j < t; ++j)
-              REQUIRE_MESSAGE(std::memcmp(&rows[(j * m + c) * bytes], &src[(c * t + j) * bytes], bytes) == 0,
-                              "split: channel " << c << ", token " << j);
-          k->join_tokens(bytes, t, rows.data(), m, back.data());
-          REQUIRE(back == src);
-        }
 }
 
 TEST_CASE("concurrent parallel_for callers run at the same time") {

@@ -97,14 +97,15 @@ TEST_CASE("update cpu: state rows strided along time and channels (the decode st
 TEST_CASE("update cpu: tokens as rows of channels (every width, state layout and length, strided out)") {
   // The route of any width or dtype pair without a decode kernel, and of 6 tokens or more: the
   // state's steps and x's tokens as rows of channels through the forward's channel-last kernel.
-  // States of width-1, width, 16 and 21 steps (past split_tokens' reach: channel-last only), rows
-  // back to back or channel-last, shift and ring, 1 to 16 tokens, 600 channels (a run and a
-  // partial one), padding slots, out's channels strided.
+  // States of width-1, width, 16 and 21 steps (a ring's rows of 21 take the general taps), rows
+  // back to back or channel-last, shift and ring, 1 to 37 tokens (beyond 16 x split in blocks,
+  // the last overlapping), 600 channels (a run and a partial one), padding slots, out's channels
+  // strided.
   std::mt19937 rng = test_rng(905);
   int i = 0;
   for (int W = 1; W <= CC1D_MAX_WIDTH; ++W)
     for (int64_t S : {int64_t(W - 1), int64_t(W), int64_t(16), int64_t(21)})
-      for (int64_t L : {1, 2, 6, 16}) {
+      for (int64_t L : {1, 2, 6, 16, 20, 37}) {
         if (S < 1) continue;
         const int xdt = i % 3, wdt = (i / 3) % 3;
         UpdateCase c{xdt, wdt, W, 3, 600, L, S, i % 2 == 1, true, i % 4 >= 2, L == 1 && i % 3 == 0, i % 5 != 0, true};

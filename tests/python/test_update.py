@@ -74,26 +74,30 @@ def test_a_few_tokens_of_many_channels(circular, dtype, L, gen):
     check_update(out, state, x, before, weight, bias, True, cache, indices)
 
 
-@pytest.mark.parametrize("L", [1, 2, 6, 16])
-@pytest.mark.parametrize("S", ["short", "width", "16"])
+@pytest.mark.parametrize("L", [1, 2, 6, 16, 20, 37])
+@pytest.mark.parametrize("S", ["short", "width", "16", "21"])
 @pytest.mark.parametrize("width", [1, 2, 3, 4, 8])
 @pytest.mark.parametrize("pair", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float32)],
                          ids=["bf16", "fp16-fp32"])
 @pytest.mark.parametrize("circular", [False, True], ids=["shift", "ring"])
-@pytest.mark.parametrize("layout", ["rows", "x_cl", "state_cl"])
+@pytest.mark.parametrize("layout", ["rows", "x_cl", "x_slice", "state_cl"])
 def test_a_few_tokens_as_rows_of_channels(layout, circular, pair, width, S, L, gen):
-    """The cpu backend's other route for a few tokens: the state's rows and x's tokens as rows of
+    """The cpu backend's other route for several tokens: the state's rows and x's tokens as rows of
     channels through the forward's channel-last kernel (6 tokens or more, or any number where no
-    decode step serves the width, dtype pair or state layout), for states of width-1, width and 16
-    steps, their rows back to back or their steps' channels contiguous, 600 channels (a run of 512
-    and a partial one), x with its tokens or its channels contiguous, against the reference."""
+    decode step serves the width, dtype pair or state layout; beyond 16, in blocks of 16, the
+    last overlapping), for states of width-1, width, 16 and 21 steps (a ring's rows of 21 take the
+    general taps), their rows back to back or their steps' channels contiguous, 600 channels (a
+    run of 512 and a partial one), x with its tokens or its channels contiguous or a slice of
+    longer rows, against the reference."""
     xd, wd = pair
-    S = {"short": max(width - 1, 1), "width": width, "16": 16}[S]
+    S = {"short": max(width - 1, 1), "width": width, "16": 16, "21": 21}[S]
     x, state, weight, bias, cache, indices = make_update_case(
         4, 600, L, width, S, xd, wd, circular=circular, gather=True, state_cl=layout == "state_cl", x_2d=False,
         gen=gen)
     if layout == "x_cl":
         x = x.transpose(1, 2).contiguous().transpose(1, 2)
+    elif layout == "x_slice":  # channels L + 5 elements apart
+        x = torch.cat([x, randn((*x.shape[:2], 5), gen, xd)], dim=2)[:, :, :L]
     before = state.clone()
     out = causal_conv1d_update(x, state, weight, bias, "silu", cache, indices, backend="cpu")
     check_update(out, state, x, before, weight, bias, True, cache, indices)
