@@ -71,12 +71,15 @@ def copy(batch, dtype):
     return lambda: (state2.copy_(state), out.copy_(x))
 
 
-def start(doc):
-    """The decode benchmarks' command line (--quick, --against) and header: returns the arguments
-    and the libraries to time, ("", this build) and (" (against)", the other one)."""
+def start(doc, options=None):
+    """The decode benchmarks' command line (--quick, --against, and what `options` adds to the
+    parser) and header: returns the arguments and the libraries to time, ("", this build) and
+    (" (against)", the other one)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="batch 1, one dtype, few calls: a check that it runs")
     ap.add_argument("--against", metavar="LIBCC1D", help="a second libcc1d build, alternated with the first")
+    if options:
+        options(ap)
     a = ap.parse_args()
     libs = [("", _lib.library())]
     if a.against:

@@ -1,7 +1,7 @@
 """A few tokens a call on the CPU (`causal_conv1d_update` with x of (batch, dim, T): speculative
-decoding's drafts), in C: 1 to 64 tokens (beyond 16 in blocks of 16), width 4 with Mamba's state rows of 4, width 3 with
-vLLM's rows of 2 (no decode kernel serves width 3), and width 4 with a channel-last state of 3
-steps; silu, dim 4096, batch 1 and 64, bf16 and fp32. Beside them, in the same run, the baseline
+decoding's drafts), in C: 1 to 64 tokens (or those of --tokens), width 4 with Mamba's state rows
+of 4, width 3 with vLLM's rows of 2 (no decode kernel serves width 3), and width 4 with a
+channel-last state of 3 steps; silu, dim 4096, batch 1 and 64, bf16 and fp32. Beside them, in the same run, the baseline
 (torch: the window and the tokens concatenated, a depthwise conv1d, silu, the state's new steps
 copied back) and the physical limit (torch copying the bytes the call moves: the state read and
 written, x and out). Each figure: the library call alone through ctypes (the arguments packed
@@ -9,7 +9,8 @@ once), minimum over batches of calls, in microseconds. With --against OTHER_LIBC
 run through a second build, alternated with the first.
 
     PYTHONPATH=python CAUSAL_CONV1D_LIBRARY=build/cmake/libcc1d.so \\
-        ~/.cache/causal-conv1d/venv/bin/python bench/cpu_update_tokens.py [--quick] [--against OLD.so]
+        ~/.cache/causal-conv1d/venv/bin/python bench/cpu_update_tokens.py [--quick] [--against OLD.so] \\
+        [--tokens 1,2,4,6,8,12,16,20,32,64]
 """
 import os
 import sys
@@ -61,16 +62,18 @@ def copy(args):
 
 
 def main():
-    a, libs = start(__doc__)
+    a, libs = start(__doc__, lambda ap: ap.add_argument(
+        "--tokens", type=lambda v: [int(t) for t in v.split(",")], default=TOKENS, help="token counts, comma-separated"))
+    tokens = a.tokens
     batches, calls = (2, 3) if a.quick else (15, 20)
-    print("| layout | batch | dtype | library | " + " | ".join(f"{t} token{'s' if t > 1 else ''}" for t in TOKENS)
+    print("| layout | batch | dtype | library | " + " | ".join(f"{t} token{'s' if t > 1 else ''}" for t in tokens)
           + " |")
-    print("|" + "---|" * (len(TOKENS) + 4))
+    print("|" + "---|" * (len(tokens) + 4))
     for name, width, state_len, state_cl in LAYOUTS[:1] if a.quick else LAYOUTS:
         for batch in (1,) if a.quick else (1, 64):
             for dtype in (torch.bfloat16,) if a.quick else (torch.bfloat16, torch.float32):
-                cases = [inputs(batch, dtype, width, state_len, state_cl, t) for t in TOKENS]
-                best = {tag: [float("inf")] * len(TOKENS) for tag, _ in libs}
+                cases = [inputs(batch, dtype, width, state_len, state_cl, t) for t in tokens]
+                best = {tag: [float("inf")] * len(tokens) for tag, _ in libs}
                 for _ in range(1 if a.quick or not a.against else 2):  # alternated: a slow phase hits both
                     for tag, lib in libs:
                         for i, args in enumerate(cases):

@@ -563,7 +563,7 @@ TEST_CASE("every SIMD build: a few tokens split into rows of channels and joined
   // split_tokens and join_tokens move bits: random patterns with signalling NaNs; whole blocks of
   // channels and a partial one, every token count the update sends them, channels back to back
   // and apart (x a slice of longer rows, or a block of the update's tokens beyond 16). The join
-  // leaves the gaps between channels as they were.
+  // leaves the gaps between channels as they were, and the 64 bytes after the last.
   std::mt19937 rng = test_rng(207);
   std::uniform_int_distribution<uint32_t> any;
   const auto random_bits = [&](std::vector<unsigned char>& v) {
@@ -580,7 +580,7 @@ TEST_CASE("every SIMD build: a few tokens split into rows of channels and joined
             INFO("build " << k->name << ", " << bytes << "-byte elements, " << t << " tokens, channels " << cs
                           << " elements apart, " << m << " channels");
             const size_t n = m * cs * bytes;
-            std::vector<unsigned char> src(n), rows(m * t * bytes, 0xa5), back(n);
+            std::vector<unsigned char> src(n), rows(m * t * bytes, 0xa5), back(n + 64);
             random_bits(src);
             random_bits(back);
             std::vector<unsigned char> want = back;
