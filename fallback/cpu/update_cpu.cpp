@@ -6,8 +6,8 @@
 // decode_rows_short, decode_ring, decode_dtypes); up to 5 tokens take that kernel once a token.
 // 6 tokens or more, and any number where no such kernel serves the width, dtype pair or state
 // layout, go as rows of channels through the forward's channel-last kernel (tokens_as_rows).
-// Otherwise (strided weights; states neither channel-last nor rows back to back; more than 16
-// tokens on a ring of more than 16 steps; one token on a shift-mode state that long), with the
+// Otherwise (strided weights; states neither channel-last nor rows back to back; one token on a
+// shift-mode state of more than 16 steps; up to 16 on a ring that long without its SIMD step), with the
 // taps converted to floats once a call (StagedTaps), one token takes decode_step (state rows of
 // any strides) and several the general taps, x's element type fixed at compile time; the
 // activation and the conversion of the outputs run vectorised over the run. Small calls stay on
@@ -249,12 +249,14 @@ bool state_rows(const UpdateProblem& p) {
 // state's steps with their channels contiguous, or its rows back to back, in shift mode or a
 // ring; weights rows of W contiguous elements, bias contiguous. Any number of tokens, width and
 // dtype pair, any strides of x and out. The route moves a state of rows back to back whole: a
-// longer one than kMaxSimdTokens only in shift mode from 2 tokens (21 steps, bf16, batch 64: 2
-// tokens 915 against 4062 us by the general taps, but one token 895 against decode_step's 391).
+// longer one than kMaxSimdTokens in shift mode from 2 tokens (21 steps, bf16, batch 64: 2 tokens
+// 915 against 4062 us by the general taps, but one token 895 against decode_step's 391), a ring
+// beyond the ring step's 16 tokens (32 or 64 steps: 2.0-4.1x faster than the general taps; at 6
+// tokens up to 1.7x slower than the ring step).
 bool rows_fit(const UpdateProblem& p) {
   const int64_t S = p.state_len, D = p.dim, W = p.width;
-  const bool long_shift = !p.cache_seqlens.present() && p.seqlen > 1;
-  const bool state = (state_rows(p) && (S <= kMaxSimdTokens || long_shift)) || steps(p.conv_state.strides[1], D, 1);
+  const bool long_ok = p.cache_seqlens.present() ? p.seqlen > kMaxSimdTokens : p.seqlen > 1;
+  const bool state = (state_rows(p) && (S <= kMaxSimdTokens || long_ok)) || steps(p.conv_state.strides[1], D, 1);
   return state && p.weight.strides[1] == 1 && steps(p.weight.strides[0], D, W) &&
          (!p.bias.present() || steps(p.bias.strides[0], D, 1));
 }
