@@ -207,6 +207,63 @@ TEST_CASE("every SIMD build: the forward's bf16 stores keep subnormals in every 
   }
 }
 
+TEST_CASE("every SIMD build: bf16 rows with bf16 weights, tiny and subnormal sums kept (AVX512_BF16's dot products)") {
+  // Channel-first bf16 rows whose weights are bf16 values: AVX512_BF16 sums them by vdpbf16ps,
+  // which reads subnormals as 0 and flushes subnormal sums, so a vector with a pre-activation
+  // under 2^-95 is summed again by FMAs. Rows of random values with runs planted in them: zeros
+  // (the sum is the bias, 0), values near 2^-100 against weights near 2^-30 (products and sums
+  // subnormal) and subnormal inputs; weights of four kinds: ordinary, near 2^-30, too large for
+  // the dot products (2^9) or not bf16 values (the FMAs throughout). Each output against the
+  // float64 sum rounded once to float and then to bf16: within 2 bf16 ulps, plus the float sum's own
+  // rounding (2^-20 of the terms' magnitudes: a cancelling sum), plus an absolute 2^-133
+  // (bf16's smallest subnormal), which a flushed output misses (with silu 2^-118: silu(z) is 0
+  // below z = -88.3 or so, as on the GPU, where the exact value is under 1e-36).
+  std::mt19937 rng = test_rng(206);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (const cc1d::SimdKernels* k : builds()) {
+    const long long n = 40 * k->width + 7;
+    INFO("build " << std::string(k->name));
+    for (int width : {2, 3, 4, 8})
+      for (int weights : {0, 1, 2, 3})  // ordinary, tiny, too large, not bf16 values
+        for (bool silu : {false, true})
+          for (int trial = 0; trial < 4; ++trial) {
+            INFO("width " << width << ", weights " << weights << ", silu " << silu << ", trial " << trial);
+            std::vector<float> w(width), halo(width - 1);
+            for (float& e : w) {
+              const float v = normal(rng) * (weights == 1 ? 0x1p-30f : weights == 2 ? 0x1p9f : 1.f);
+              e = weights == 3 ? v : cc1d::bf16_bits_to_float(cc1d::float_to_bf16_bits(v));
+            }
+            for (float& e : halo) e = cc1d::bf16_bits_to_float(cc1d::float_to_bf16_bits(normal(rng)));
+            std::vector<unsigned short> x(n), out(n, 0x7fc0);
+            for (long long i = 0; i < n; ++i) {
+              const long long run = (i / 37 + trial) % 6;  // runs of 37: three kinds planted, then ordinary
+              const float v = normal(rng);
+              x[i] = run == 1   ? 0
+                     : run == 2 ? cc1d::float_to_bf16_bits(v * 0x1p-100f)
+                     : run == 3 ? static_cast<unsigned short>((v < 0 ? 0x8000 : 0) | (1 + (i % 0x7f)))  // subnormal
+                                : cc1d::float_to_bf16_bits(v);
+            }
+            const float bias = trial % 2 ? 0.f : cc1d::bf16_bits_to_float(cc1d::float_to_bf16_bits(normal(rng)));
+            k->conv_time[width - 1](CC1D_BFLOAT16, x.data(), halo.data(), w.data(), bias, silu, out.data(), n);
+            for (long long t = 0; t < n; ++t) {
+              double z = bias, size = std::fabs(bias);  // size: the float sum's rounding scale
+              for (int j = 0; j < width; ++j) {
+                const long long s = t - (width - 1) + j;
+                const float xs = s < 0 ? halo[s + width - 1] : cc1d::bf16_bits_to_float(x[s]);
+                const double term = static_cast<double>(w[j]) * xs;
+                z += term;
+                size += std::fabs(term);
+              }
+              if (silu) z = z / (1.0 + std::exp(-z));
+              const double want = cc1d::bf16_bits_to_float(cc1d::float_to_bf16_bits(static_cast<float>(z)));
+              const double got = cc1d::bf16_bits_to_float(out[t]);
+              const double tol = std::fabs(want) * 0x1p-7 + size * 0x1p-20 + (silu ? 0x1p-118 : 0x1p-133);
+              REQUIRE_MESSAGE(std::fabs(got - want) <= tol, "element " << t << ": got " << got << ", want " << want);
+            }
+          }
+  }
+}
+
 TEST_CASE("every SIMD build: the forward's bf16 rows round ties to even and keep NaN a NaN, in every lane") {
   // Width 2, weights 1 and no bias over x = v0, h, v1, h, ... with h = 2^-8 and v in [1, 2) (and
   // channel-last, steps h, v, h): every output is v + h, halfway between two bf16 values, so
