@@ -2,7 +2,7 @@
 // simd_decode.inc, simd_decode_ring.inc, simd_transpose.inc, simd_packed.inc and
 // simd_bwd_steps.inc), built once per instruction set (simd_base.cpp: the compiler's baseline,
 // SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C; simd_avx512.cpp: AVX-512
-// F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion; simd_neon_bf16.cpp:
+// F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion and dot products; simd_neon_bf16.cpp:
 // AArch64's baseline plus FEAT_BF16's conversion) and chosen once
 // at run time from the CPU's features.
 // CAUSAL_CONV1D_CPU_ISA=<a name of kSimdBuilds> caps the choice (tests run each).
