@@ -21,6 +21,7 @@ const cc1d::SimdKernels* cc1d_simd_avx2();
 const cc1d::SimdKernels* cc1d_simd_avx512();
 #ifdef CC1D_HAVE_AVX512BF16
 const cc1d::SimdKernels* cc1d_simd_avx512bf16();
+const cc1d::SimdKernels* cc1d_simd_avx512bf16_div();
 #endif
 #endif
 #ifdef CC1D_HAVE_NEON_BF16
@@ -39,8 +40,9 @@ const SimdKernels* simd_build(const char* name) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   if (!std::strcmp(name, "avx512")) return avx512 ? cc1d_simd_avx512() : nullptr;
 #ifdef CC1D_HAVE_AVX512BF16
-  if (!std::strcmp(name, "avx512bf16"))
-    return avx512 && __builtin_cpu_supports("avx512bf16") ? cc1d_simd_avx512bf16() : nullptr;
+  const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  if (!std::strcmp(name, "avx512bf16")) return bf16 ? cc1d_simd_avx512bf16() : nullptr;
+  if (!std::strcmp(name, "avx512bf16_div")) return bf16 ? cc1d_simd_avx512bf16_div() : nullptr;
 #endif
 #endif
 #ifdef CC1D_HAVE_NEON_BF16
@@ -51,6 +53,16 @@ const SimdKernels* simd_build(const char* name) {
 
 namespace {
 std::atomic<const SimdKernels*> g_override{nullptr};
+
+// Whether the automatic choice takes build `name` where the CPU runs it: avx512bf16_div only on
+// AMD's cores, whose vector divider it needs (simd_avx512bf16_div.cpp).
+bool preferred(const char* name) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!std::strcmp(name, "avx512bf16_div")) return __builtin_cpu_is("amd");
+#endif
+  (void)name;
+  return true;
+}
 }  // namespace
 
 void simd_override_for_testing(const SimdKernels* k) { g_override.store(k); }
@@ -61,8 +73,9 @@ const SimdKernels& simd() {
     const char* cap = std::getenv("CAUSAL_CONV1D_CPU_ISA");
     bool allowed = cap == nullptr || *cap == '\0';
     for (const char* name : kSimdBuilds) {
-      allowed = allowed || !std::strcmp(cap, name);
-      const SimdKernels* k = allowed ? simd_build(name) : nullptr;
+      const bool named = cap != nullptr && !std::strcmp(cap, name);
+      allowed = allowed || named;
+      const SimdKernels* k = allowed && (named || preferred(name)) ? simd_build(name) : nullptr;
       if (k != nullptr) {
         log_line(CC1D_LOG_DEBUG, "cpu backend: {} kernels ({} floats per vector){}", k->name, k->width,
                  cap && *cap ? std::string(" (CAUSAL_CONV1D_CPU_ISA=") + cap + ")" : std::string());

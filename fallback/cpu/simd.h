@@ -2,10 +2,11 @@
 // simd_decode.inc, simd_decode_ring.inc, simd_transpose.inc, simd_packed.inc and
 // simd_bwd_steps.inc), built once per instruction set (simd_base.cpp: the compiler's baseline,
 // SSE2 on x86-64, NEON on AArch64; simd_avx2.cpp: AVX2+FMA+F16C; simd_avx512.cpp: AVX-512
-// F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion and dot products; simd_neon_bf16.cpp:
-// AArch64's baseline plus FEAT_BF16's conversion) and chosen once
-// at run time from the CPU's features.
-// CAUSAL_CONV1D_CPU_ISA=<a name of kSimdBuilds> caps the choice (tests run each).
+// F/BW/VL/DQ; simd_avx512bf16.cpp: the same plus AVX512_BF16's conversion and dot products;
+// simd_avx512bf16_div.cpp: that again with silu divided, for AMD's cores; simd_neon_bf16.cpp:
+// AArch64's baseline plus FEAT_BF16's conversion) and chosen once at run time from the CPU's
+// features. CAUSAL_CONV1D_CPU_ISA=<a name of kSimdBuilds> caps the choice, the named build
+// taken wherever the CPU runs it (tests run each).
 #pragma once
 
 namespace cc1d {
@@ -171,7 +172,7 @@ struct SimdKernels {
 #if defined(__aarch64__)
 constexpr const char* kSimdBuilds[] = {"neon_bf16", "base"};
 #else
-constexpr const char* kSimdBuilds[] = {"avx512bf16", "avx512", "avx2", "base"};
+constexpr const char* kSimdBuilds[] = {"avx512bf16_div", "avx512bf16", "avx512", "avx2", "base"};
 #endif
 
 // The best build this CPU runs (capped by CAUSAL_CONV1D_CPU_ISA), chosen on first use.

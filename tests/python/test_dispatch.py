@@ -283,3 +283,50 @@ def test_strict_values(cpu_unavailable, xw, monkeypatch, caplog):
         with pytest.raises(StrictModeError):
             causal_conv1d_fn(x, w)
     assert any("CAUSAL_CONV1D_STRICT='sometimes'" in r.getMessage() for r in caplog.records)
+
+
+def _x86_cpu():
+    """(vendor, flags) from /proc/cpuinfo on Linux x86-64; None elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in info.splitlines()[:40] if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if "vendor_id" not in fields or "flags" not in fields:
+        return None
+    return fields["vendor_id"], set(fields["flags"].split())
+
+
+@pytest.mark.skipif(_x86_cpu() is None, reason="reads the CPU's vendor and features from Linux's x86 /proc/cpuinfo")
+def test_cpu_isa_choice(lib):
+    """The cpu backend's SIMD build: the best the CPU runs, avx512bf16_div (silu divided) only on
+    AMD's cores; CAUSAL_CONV1D_CPU_ISA takes the build it names wherever the CPU runs it, caps
+    the choice below it, and an unknown name falls back to the baseline with a warning that
+    lists the names."""
+    from helpers import run_python
+
+    vendor, flags = _x86_cpu()
+    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    bf16 = avx512 and "avx512_bf16" in flags
+    avx2 = {"avx2", "fma"} <= flags
+    child = ("from causal_conv1d import _lib\n"
+             "print(_lib.library().report()['backends']['cpu']['simd'])")
+
+    def chosen(isa):
+        r = run_python(child, env={"CAUSAL_CONV1D_CPU_ISA": isa, "CAUSAL_CONV1D_LOG_LEVEL": "warn"})
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip().splitlines()[-1], r.stderr
+
+    best_x86 = "avx512" if avx512 else "avx2" if avx2 else "base"
+    if bf16:
+        best_x86 = "avx512bf16_div" if vendor == "AuthenticAMD" else "avx512bf16"
+    assert chosen(None)[0] == best_x86
+    assert chosen("avx512bf16_div")[0] == ("avx512bf16_div" if bf16 else best_x86)
+    assert chosen("avx512bf16")[0] == ("avx512bf16" if bf16 else best_x86)
+    assert chosen("avx2")[0] == ("avx2" if avx2 else "base")
+    assert chosen("base")[0] == "base"
+    name, err = chosen("sse9")
+    assert name == "base"
+    assert "CAUSAL_CONV1D_CPU_ISA=sse9 is not one of avx512bf16_div, avx512bf16, avx512, avx2, base" in err
